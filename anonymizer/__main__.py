@@ -1,0 +1,3 @@
+from anonymizer.cli import app
+
+app(prog_name="anonymizer")

@@ -1,0 +1,196 @@
+"""Configuration: one TOML file that maps the user's schema and switches detectors on and off.
+
+The file is validated before anything touches a database: an unknown key, a wrong type or a
+missing required key raises :class:`ConfigError` with a one-line message naming the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import regex
+
+from anonymizer.spans import CATEGORIES
+
+ENV_VAR = "ANONYMIZER_CONFIG"
+DEFAULT_FILE = "anonymizer.toml"
+
+
+class ConfigError(ValueError):
+    """The configuration, or the schema it describes, is not usable. The message is one line."""
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    url: str
+
+
+@dataclass(frozen=True)
+class PatientsConfig:
+    table: str
+    id: str
+    names: tuple[str, ...] = ()
+    relatives: tuple[str, ...] = ()
+    identifiers: tuple[str, ...] = ()
+    phones: tuple[str, ...] = ()
+    dates: tuple[str, ...] = ()
+    addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NotesConfig:
+    table: str
+    id: str
+    patient: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ListConfig:
+    """Known doctors, hospitals or places, from a source table column or a one-per-line file."""
+
+    category: str
+    table: str | None = None
+    column: str | None = None
+    file: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ConfigError(f"lists: unknown category '{self.category}' (one of {', '.join(CATEGORIES)})")
+        if (self.file is None) == (self.table is None) or (self.table is None) != (self.column is None):
+            raise ConfigError(f"lists ({self.category}): give either file, or table and column")
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    url: str
+
+
+@dataclass(frozen=True)
+class DetectorsConfig:
+    disabled: tuple[str, ...] = ()  # detector names: record, honorific, regex, lists
+    disabled_patterns: tuple[str, ...] = ()  # names of [[pattern]] blocks in rules/
+    name_threshold: float = 0.33  # edit-distance ratio d / min(|n|, |w|) below which a word is a name
+    regex_timeout: float = 5.0  # seconds one note may spend in one pattern pass
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    enabled: bool = True
+    model: str | None = None  # path to a trained model; None means the model shipped in the package
+    threshold: float | None = None  # decision threshold; None means the one stored with the model
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    batch_size: int = 500
+
+
+@dataclass(frozen=True)
+class Config:
+    source: SourceConfig
+    patients: PatientsConfig
+    notes: NotesConfig
+    target: TargetConfig
+    lists: tuple[ListConfig, ...] = ()
+    detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def digest(self) -> str:
+        """Hash of everything that changes the output (not where it is read from or written to)."""
+        payload = asdict(self)
+        payload.pop("source")
+        payload.pop("target")
+        payload.pop("run")
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_config_file(explicit: str | Path | None) -> Path:
+    """`--config`, then $ANONYMIZER_CONFIG, then ./anonymizer.toml."""
+    chosen = explicit or os.environ.get(ENV_VAR) or DEFAULT_FILE
+    path = Path(chosen)
+    if not path.is_file():
+        raise ConfigError(f"configuration file not found: {path}")
+    return path
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Find, parse and validate the configuration file."""
+    config_path = find_config_file(path)
+    try:
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{config_path}: not valid TOML ({exc})") from None
+    return parse_config(data)
+
+
+def parse_config(data: Mapping[str, Any]) -> Config:
+    """Build a :class:`Config` from parsed TOML, checking every key and type."""
+    return _build(Config, data, "")
+
+
+_VAR = regex.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: str, key: str) -> str:
+    """Expand ${VAR} from the environment; a missing variable is an error, never an empty string."""
+
+    def sub(match: regex.Match) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{key}: environment variable {name} is not set")
+        return os.environ[name]
+
+    return _VAR.sub(sub, value)
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "top level"
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"unknown key '{prefix}{key}'")
+    values = {}
+    for name, spec in known.items():
+        key = f"{prefix}{name}"
+        if name not in data:
+            if spec.default is MISSING and spec.default_factory is MISSING:
+                raise ConfigError(f"missing required key '{key}'")
+            continue
+        values[name] = _convert(hints[name], data[name], key)
+        if name == "url":
+            values[name] = expand_env(values[name], key)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _convert(inner[0], value, key)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list")
+        if isinstance(item, type) and hasattr(item, "__dataclass_fields__"):
+            return tuple(_build(item, v, f"{key}[{i}].") for i, v in enumerate(value))
+        return tuple(_convert(item, v, f"{key}[{i}]") for i, v in enumerate(value))
+    if isinstance(hint, type) and hasattr(hint, "__dataclass_fields__"):
+        return _build(hint, value, f"{key}.")
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, bool) or not isinstance(value, hint):
+        raise ConfigError(f"{key}: expected {hint.__name__}, got {type(value).__name__}")
+    return value

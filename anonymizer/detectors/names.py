@@ -1,0 +1,88 @@
+"""Spelling variants of the names in the patient's record (seed 003, section 3.1).
+
+Every word of a note is compared with every name token of the record; a word is a name when the
+Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison of all of a note's
+distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import regex
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+from anonymizer.record import PatientRecord, per_record
+from anonymizer.resources import read_word_list
+from anonymizer.spans import Span
+
+# Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
+WORD = regex.compile(r"[^\W\d_]+")
+SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
+
+
+class NameTokens:
+    """Splits a record's name fields into the tokens worth matching, dropping connectors."""
+
+    def __init__(self, connectors: Iterable[str]) -> None:
+        # Connectors such as "bin", "s/o" are removed as whole tokens before splitting, so that
+        # "s/o" does not leave the one-letter tokens "s" and "o" behind.
+        alternatives = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True))
+        self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{alternatives})(?![\w/])")
+
+    def __call__(self, values: Iterable[str]) -> tuple[str, ...]:
+        tokens: dict[str, None] = {}
+        for value in values:
+            for word in WORD.findall(self._connector.sub(" ", value)):
+                tokens[word.casefold()] = None
+        return tuple(tokens)
+
+
+class RecordNames:
+    """Flags the patient's names (or their relatives') and their spelling variants."""
+
+    def __init__(self, field: str, category: str, threshold: float, tokens: NameTokens) -> None:
+        self.name = "record"
+        self._field = field
+        self._rule = field.rstrip("s")  # "name" or "relative": what audits show
+        self._category = category
+        self._threshold = threshold
+        self._tokens = tokens
+        self._index = per_record(self._build_index)
+
+    @classmethod
+    def from_rules(cls, rules_dir: Path, field: str, category: str, threshold: float) -> "RecordNames":
+        return cls(field, category, threshold, NameTokens(read_word_list(rules_dir / "name_connectors.txt")))
+
+    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray]:
+        tokens = self._tokens(getattr(record, self._field))
+        short = frozenset(t for t in tokens if len(t) <= SHORT)
+        long = [t for t in tokens if len(t) > SHORT]
+        return short, long, np.array([len(t) for t in long])
+
+    def __call__(self, text: str, record: PatientRecord) -> list[Span]:
+        short, long, long_lengths = self._index(record)
+        if not short and not long:
+            return []
+        matches = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
+        if not matches:
+            return []
+        hits = set(w for _, _, w in matches if w in short)
+        if long:
+            words = list({w for _, _, w in matches if len(w) > SHORT})
+            if words:
+                hits.update(self._variants(words, long, long_lengths))
+        return [Span(s, e, self._category, "record", self._rule) for s, e, w in matches if w in hits]
+
+    def _variants(self, words: list[str], tokens: list[str], token_lengths: np.ndarray) -> list[str]:
+        """The words within the edit-distance ratio of any token, in one vectorised pass."""
+        # No distance above this bound can pass the ratio test, so rapidfuzz may stop early.
+        cutoff = int(self._threshold * int(token_lengths.max()))
+        distances = process.cdist(words, tokens, scorer=Levenshtein.distance, score_cutoff=cutoff, dtype=np.int32)
+        word_lengths = np.fromiter((len(w) for w in words), dtype=np.int32, count=len(words))
+        shortest = np.minimum(word_lengths[:, None], token_lengths[None, :])
+        close = (distances / shortest < self._threshold).any(axis=1)
+        return [w for w, hit in zip(words, close) if hit]

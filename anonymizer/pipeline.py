@@ -1,0 +1,132 @@
+"""The pipeline: named detectors, then the classifier on what they left, then union and replacement.
+
+:func:`anonymize_patient` is the unit of work: one patient's record and notes in, anonymized notes
+and their spans out, with no I/O.  The run, reprocessing and evaluation all call it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig
+from anonymizer.detectors import Detector
+from anonymizer.detectors.honorifics import HonorificDetector
+from anonymizer.detectors.lists import ListDetector
+from anonymizer.detectors.names import RecordNames
+from anonymizer.detectors.patterns import PatternDetector
+from anonymizer.detectors.values import RecordValues
+from anonymizer.record import Note, PatientRecord
+from anonymizer.replace import replace_with_tags
+from anonymizer.resources import data_dir
+from anonymizer.spans import MergedSpan, Span, union
+
+log = logging.getLogger(__name__)
+
+# The classifier sees the rule detectors' spans so it can skip (and use as context) what they found.
+Classifier = Callable[[str, PatientRecord, list[Span]], list[Span]]
+
+DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
+
+
+@dataclass(frozen=True)
+class NoteResult:
+    """What the unit of work returns for one note: the anonymized text and its spans, or an error."""
+
+    note_id: str
+    patient_id: str
+    text: str | None
+    spans: tuple[MergedSpan, ...]
+    source_digest: str
+    error: str | None = None
+
+
+@dataclass
+class Pipeline:
+    detectors: list[Detector]
+    classifier: Classifier | None = None
+    digest: str = ""  # identifies configuration, rules and model: a change reprocesses every note
+    replace: Callable[[str, Sequence[MergedSpan]], str] = field(default=replace_with_tags)
+
+    def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
+        return [span for detector in self.detectors for span in detector(text, record)]
+
+    def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
+        spans = self.rule_spans(text, record)
+        if self.classifier is not None:
+            spans += self.classifier(text, record, spans)
+        return spans
+
+    def source_digest(self, text: str, record: PatientRecord) -> str:
+        """What a note's output depends on: its text, its patient's record and the pipeline."""
+        return hashlib.sha256("\x1f".join((self.digest, record.digest(), text)).encode()).hexdigest()
+
+
+def anonymize_patient(record: PatientRecord, notes: Iterable[Note], pipeline: Pipeline) -> list[NoteResult]:
+    """Anonymize one patient's notes. A note whose detection fails is returned with its error."""
+    results = []
+    for note in notes:
+        digest = pipeline.source_digest(note.text, record)
+        try:
+            merged = tuple(union(pipeline.find_spans(note.text, record)))
+            text = pipeline.replace(note.text, merged)
+        except Exception as exc:  # noqa: BLE001 - any failure must become a failure row, never a lost note
+            log.warning("note %s failed: %s", note.note_id, type(exc).__name__)
+            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(exc)))
+            continue
+        results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
+    return results
+
+
+def _reason(exc: Exception) -> str:
+    # Exception messages may quote the text they failed on; only our own messages are safe to keep.
+    safe = getattr(exc, "safe_message", None)
+    return f"{type(exc).__name__}: {safe}" if safe else type(exc).__name__
+
+
+def build_pipeline(
+    detectors: DetectorsConfig,
+    lists: Mapping[str, Sequence[str]],
+    classifier: ClassifierConfig,
+    rules_dir: Path | None = None,
+) -> Pipeline:
+    """Compile the rules once and assemble the enabled detector groups in their fixed order."""
+    rules = rules_dir or data_dir("rules")
+    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, timeout=detectors.regex_timeout)
+    groups: dict[str, list[Detector]] = {
+        "record": [
+            RecordNames.from_rules(rules, "names", "PATIENT", detectors.name_threshold),
+            RecordNames.from_rules(rules, "relatives", "RELATIVE", detectors.name_threshold),
+            RecordValues(date_pattern=patterns.date_pattern),
+        ],
+        "honorific": [HonorificDetector.from_rules(rules)],
+        "regex": [patterns],
+        "lists": [ListDetector(lists)],
+    }
+    unknown = set(detectors.disabled) - set(DETECTOR_GROUPS) - {"svm"}
+    if unknown:
+        raise ConfigError(f"detectors.disabled: unknown detector {sorted(unknown)[0]!r} (one of {', '.join(DETECTOR_GROUPS)}, svm)")
+    enabled = [d for name in DETECTOR_GROUPS if name not in detectors.disabled for d in groups[name]]
+    svm = None
+    if classifier.enabled and "svm" not in detectors.disabled:
+        from anonymizer.classifier.model import load_detector
+
+        svm = load_detector(classifier, lists)
+    # The model is named by its own content digest, never by the object (whose repr varies).
+    model = getattr(svm, "digest", None)
+    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
+    return Pipeline(enabled, svm, digest)
+
+
+def _digest(rules: Path, *parts: object) -> str:
+    h = hashlib.sha256()
+    for path in sorted(rules.rglob("*")):
+        if path.is_file() and path.suffix in (".toml", ".txt"):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    for part in parts:
+        h.update(repr(part).encode())
+    return h.hexdigest()

@@ -1,0 +1,68 @@
+"""The structured record of one patient and the notes written about them.
+
+These are plain values read from the source database; detectors derive what they need from them
+(name tokens, digit strings, parsed dates) once per patient through :func:`per_record`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Callable, Generic, TypeVar
+
+FIELDS: tuple[str, ...] = ("names", "relatives", "identifiers", "phones", "dates", "addresses")
+
+
+@dataclass(frozen=True, slots=True)
+class PatientRecord:
+    """One patient's structured fields, each a tuple of the non-empty values found."""
+
+    patient_id: str
+    names: tuple[str, ...] = ()
+    relatives: tuple[str, ...] = ()
+    identifiers: tuple[str, ...] = ()
+    phones: tuple[str, ...] = ()
+    dates: tuple[dt.date, ...] = ()
+    addresses: tuple[str, ...] = ()
+
+    def digest(self) -> str:
+        """A stable hash of the record: kept in bookkeeping to notice changed records, never the values."""
+        payload = {k: [str(v) for v in vals] if isinstance(vals, tuple) else str(vals) for k, vals in asdict(self).items()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+# A note whose patient has no row in the patients table still gets every detector that needs no
+# record; the pipeline hands it this empty record.
+def empty_record(patient_id: str) -> PatientRecord:
+    return PatientRecord(patient_id=patient_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    note_id: str
+    patient_id: str
+    text: str
+
+
+T = TypeVar("T")
+
+
+class per_record(Generic[T]):
+    """Cache what a detector derives from a record for as long as the same record keeps coming.
+
+    Notes arrive grouped by patient, so a one-slot cache keyed on the record object turns
+    per-note work into per-patient work without the detector signature changing.
+    """
+
+    def __init__(self, build: Callable[[PatientRecord], T]) -> None:
+        self._build = build
+        self._record: PatientRecord | None = None
+        self._value: T | None = None
+
+    def __call__(self, record: PatientRecord) -> T:
+        if record is not self._record:
+            self._value = self._build(record)
+            self._record = record
+        return self._value  # type: ignore[return-value]

@@ -1,0 +1,116 @@
+"""A database-to-database run: stream the source, anonymize each patient's notes, write the target.
+
+Everything is checked (configuration, source schema, lists, rules, model) before the target is
+touched.  Notes whose text, record and configuration are unchanged since they were written are
+skipped, so a run stopped at any point and started again finishes with every note exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Collection
+
+from anonymizer.config import Config, ConfigError
+from anonymizer.detectors.lists import load_list_file
+from anonymizer.pipeline import NoteResult, Pipeline, anonymize_patient, build_pipeline
+from anonymizer.source import Batch, Source
+from anonymizer.target import Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    run_id: int | None = None
+    notes: int = 0
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    spans: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+
+def load_lists(config: Config, source: Source) -> dict[str, list[str]]:
+    """Every configured list's entries by category, from source tables and files."""
+    lists: dict[str, list[str]] = {}
+    for i, item in enumerate(config.lists):
+        if item.file and not Path(item.file).is_file():
+            raise ConfigError(f"lists[{i}].file: file not found: {item.file}")
+        entries = load_list_file(Path(item.file)) if item.file else source.list_entries(item, i)
+        lists.setdefault(item.category, []).extend(entries)
+    return lists
+
+
+def prepare(config: Config) -> tuple[Source, Pipeline]:
+    """Validate the source against the configuration and build the pipeline, writing nothing."""
+    source = Source(config)
+    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier)
+    return source, pipeline
+
+
+def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], bool]) -> tuple[list[NoteResult], int]:
+    """Anonymize a batch patient by patient; `skip(note_id, digest)` says a note is already done."""
+    results: list[NoteResult] = []
+    skipped = 0
+    for patient_id, group in itertools.groupby(batch.notes, key=lambda n: n.patient_id):
+        record = batch.records[patient_id]
+        todo = []
+        for note in group:
+            if skip(note.note_id, pipeline.source_digest(note.text, record)):
+                skipped += 1
+            else:
+                todo.append(note)
+        results.extend(anonymize_patient(record, todo, pipeline))
+    return results, skipped
+
+
+def run(
+    config: Config,
+    *,
+    batch_size: int | None = None,
+    limit: int | None = None,
+    dry_run: bool = False,
+    patient_ids: Collection[str] | None = None,
+    kind: str = "run",
+    progress: Callable[[int, int], None] | None = None,
+) -> RunSummary:
+    """Anonymize the configured source into the target (or only count, with `dry_run`)."""
+    source, pipeline = prepare(config)
+    target = None if dry_run else Target(config.target.url)
+    summary = RunSummary()
+    started = time.perf_counter()
+    if target is not None:
+        summary.run_id = target.start_run(kind, pipeline.digest, sorted(patient_ids) if patient_ids else None)
+    total = source.count_notes(patient_ids) if progress else 0
+    total = min(total, limit) if limit else total
+    status = "failed"
+    try:
+        for batch in source.batches(batch_size or config.run.batch_size, limit, patient_ids):
+            written = target.digests(n.note_id for n in batch.notes) if target else {}
+            results, skipped = process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest)
+            if target is not None:
+                target.write(summary.run_id, results)
+            summary.notes += len(batch.notes)
+            summary.skipped += skipped
+            for r in results:
+                if r.error is None:
+                    summary.done += 1
+                    summary.spans.update(s.category for s in r.spans)
+                else:
+                    summary.failed += 1
+            if progress:
+                progress(len(batch.notes), total)
+        status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        summary.seconds = time.perf_counter() - started
+        if target is not None:
+            target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
+    return summary

@@ -1,0 +1,176 @@
+"""Reading the source database: reflected tables, notes streamed in batches grouped by patient.
+
+The user's schema is theirs, so nothing here declares it: tables are reflected and the configured
+columns checked before anything is read.  Notes are streamed ordered by patient and each batch
+loads only the records of the patients it holds, so memory stays flat however large the source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Collection, Iterator, Sequence
+
+import sqlalchemy as sa
+from dateutil import parser as date_parser
+
+from anonymizer.config import Config, ConfigError, ListConfig
+from anonymizer.record import FIELDS, Note, PatientRecord, empty_record
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """Consecutive notes of the source, with the records of their patients."""
+
+    notes: list[Note]
+    records: dict[str, PatientRecord]
+
+
+def connect(url: str, what: str) -> sa.Engine:
+    """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors."""
+    try:
+        engine = sa.create_engine(url)
+        with engine.connect():
+            pass
+    except ImportError as exc:
+        raise ConfigError(f"{what}: database driver not installed ({exc.name}); see the README's install extras") from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise ConfigError(f"{what}: invalid database URL ({type(exc).__name__})") from None
+    except sa.exc.DBAPIError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        raise ConfigError(f"{what}: cannot connect ({reason})") from None
+    return engine
+
+
+class Source:
+    """The configured patients and notes tables of one source database."""
+
+    def __init__(self, config: Config, engine: sa.Engine | None = None) -> None:
+        self.config = config
+        self.engine = engine or connect(config.source.url, "source.url")
+        metadata = sa.MetaData()
+        self.patients = self._reflect(metadata, config.patients.table, "patients.table")
+        self.notes = self._reflect(metadata, config.notes.table, "notes.table")
+        p, n = config.patients, config.notes
+        self._column(self.patients, p.id, "patients.id")
+        for field in FIELDS:
+            for i, column in enumerate(getattr(p, field)):
+                self._column(self.patients, column, f"patients.{field}[{i}]")
+        self.note_id = self._column(self.notes, n.id, "notes.id")
+        self.note_patient = self._column(self.notes, n.patient, "notes.patient")
+        self.note_text = self._column(self.notes, n.text, "notes.text")
+        self._list_tables = {
+            i: self._reflect(metadata, item.table, f"lists[{i}].table")
+            for i, item in enumerate(config.lists)
+            if item.table
+        }
+        for i, table in self._list_tables.items():
+            self._column(table, config.lists[i].column, f"lists[{i}].column")
+
+    def _reflect(self, metadata: sa.MetaData, name: str, key: str) -> sa.Table:
+        try:
+            return sa.Table(name, metadata, autoload_with=self.engine)
+        except sa.exc.NoSuchTableError:
+            raise ConfigError(f"{key}: table '{name}' not found in the source database") from None
+
+    @staticmethod
+    def _column(table: sa.Table, name: str | None, key: str) -> sa.Column:
+        if name not in table.c:
+            raise ConfigError(f"{key}: column '{name}' not found in table '{table.name}'")
+        return table.c[name]
+
+    def list_entries(self, item: ListConfig, index: int) -> list[str]:
+        """The distinct non-empty values of a list table's column."""
+        column = self._list_tables[index].c[item.column]
+        with self.engine.connect() as conn:
+            return [str(v) for (v,) in conn.execute(sa.select(column).distinct()) if v not in (None, "")]
+
+    def count_notes(self, patient_ids: Collection[str] | None = None) -> int:
+        query = sa.select(sa.func.count()).select_from(self.notes)
+        if patient_ids is not None:
+            query = query.where(self._patient_filter(patient_ids))
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def _patient_filter(self, patient_ids: Collection[str]) -> sa.ColumnElement[bool]:
+        return self.note_patient.in_(_typed(self.note_patient, patient_ids))
+
+    def batches(
+        self, batch_size: int, limit: int | None = None, patient_ids: Collection[str] | None = None
+    ) -> Iterator[Batch]:
+        """Stream notes ordered by patient in batches of at most `batch_size` notes."""
+        query = sa.select(self.note_id, self.note_patient, self.note_text).order_by(self.note_patient, self.note_id)
+        if patient_ids is not None:
+            query = query.where(self._patient_filter(patient_ids))
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
+            for rows in result.partitions(batch_size):
+                notes = [Note(_key(note_id), _key(patient), text or "") for note_id, patient, text in rows]
+                yield Batch(notes, self.records({n.patient_id for n in notes}))
+
+    def records(self, patient_ids: Collection[str]) -> dict[str, PatientRecord]:
+        """Records of these patients; a patient without a row gets an empty record."""
+        p = self.config.patients
+        id_column = self.patients.c[p.id]
+        wanted = {field: [self.patients.c[c] for c in getattr(p, field)] for field in FIELDS}
+        columns = [id_column] + [c for cols in wanted.values() for c in cols]
+        values: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        ids = sorted(patient_ids)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 1000):
+                chunk = ids[start : start + 1000]
+                query = sa.select(*columns).where(id_column.in_(_typed(id_column, chunk)))
+                for row in conn.execute(query):
+                    # Several rows with one id (a duplicated patient) are merged: every value counts.
+                    fields = values[_key(row[0])]
+                    position = 1
+                    for field, cols in wanted.items():
+                        fields[field].extend(row[position : position + len(cols)])
+                        position += len(cols)
+        return {pid: _record(pid, values[pid]) if pid in values else empty_record(pid) for pid in patient_ids}
+
+
+def _typed(column: sa.Column, keys: Collection[str]) -> list[Any]:
+    """Ids as the column's own type, so the database can use its index (ids travel as strings)."""
+    try:
+        kind = column.type.python_type
+    except NotImplementedError:
+        return sorted(keys)
+    if kind is int:
+        return sorted(int(k) for k in keys if k.lstrip("-").isdigit())
+    return sorted(keys)
+
+
+def _key(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _record(patient_id: str, fields: dict[str, list[Any]]) -> PatientRecord:
+    converted: dict[str, tuple[Any, ...]] = {}
+    for field in FIELDS:
+        raw = [v for v in fields.get(field, []) if v not in (None, "")]
+        items = _dates(raw) if field == "dates" else [str(v) for v in raw]
+        converted[field] = tuple(dict.fromkeys(items))
+    return PatientRecord(patient_id=patient_id, **converted)
+
+
+def _dates(values: Sequence[Any]) -> list[dt.date]:
+    """Dates from DATE/DATETIME columns or from text; text that is no date is skipped (logged, not shown)."""
+    dates = []
+    for value in values:
+        if isinstance(value, dt.datetime):
+            dates.append(value.date())
+        elif isinstance(value, dt.date):
+            dates.append(value)
+        else:
+            try:
+                dates.append(date_parser.parse(str(value), dayfirst=True).date())
+            except (ValueError, OverflowError):
+                log.warning("a record date field could not be parsed as a date; it is not matched")
+    return dates

@@ -1,0 +1,73 @@
+import pytest
+
+from anonymizer.config import ConfigError, load_config, parse_config
+from anonymizer.source import Source
+
+BASE = {
+    "source": {"url": "sqlite:///x.db"},
+    "patients": {"table": "patients", "id": "patient_id", "names": ["given_name"]},
+    "notes": {"table": "notes", "id": "note_id", "patient": "patient_id", "text": "body"},
+    "target": {"url": "sqlite:///y.db"},
+}
+
+
+def with_(section, **values):
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in BASE.items()}
+    data.setdefault(section, {}).update(values)
+    return data
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({**BASE, "sauce": {}}, "unknown key 'sauce'"),
+        (with_("patients", nmes=["x"]), "unknown key 'patients.nmes'"),
+        (with_("patients", names="given_name"), "patients.names: expected a list"),
+        (with_("detectors", name_threshold="high"), "detectors.name_threshold: expected float, got str"),
+        (with_("classifier", enabled="yes"), "classifier.enabled: expected bool, got str"),
+        ({k: v for k, v in BASE.items() if k != "notes"}, "missing required key 'notes'"),
+        ({**BASE, "lists": [{"category": "DOCTOR"}]}, "give either file, or table and column"),
+        ({**BASE, "lists": [{"category": "VILLAIN", "file": "x"}]}, "unknown category 'VILLAIN'"),
+        (with_("source", url="postgresql://${NO_SUCH_VARIABLE_HERE}/db"), "NO_SUCH_VARIABLE_HERE is not set"),
+    ],
+)
+def test_bad_configuration_is_one_clear_line(data, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_environment_variables_expand_in_urls(monkeypatch):
+    monkeypatch.setenv("DB_PASSWORD", "s3cret")
+    config = parse_config(with_("source", url="postgresql://u:${DB_PASSWORD}@h/db"))
+    assert config.source.url == "postgresql://u:s3cret@h/db"
+
+
+def test_file_is_found_by_flag_then_environment_then_cwd(tmp_path, monkeypatch, hospital):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANONYMIZER_CONFIG", raising=False)
+    assert load_config().notes.text == "body"  # ./anonymizer.toml (the fixture wrote it here)
+    other = tmp_path / "other.toml"
+    other.write_text(hospital.read_text().replace('text = "body"', 'text = "other"'))
+    monkeypatch.setenv("ANONYMIZER_CONFIG", str(other))
+    assert load_config().notes.text == "other"
+    assert load_config(hospital).notes.text == "body"
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('table = "notes"', 'table = "notez"', "notes.table: table 'notez' not found"),
+        ('text = "body"', 'text = "bodyy"', "notes.text: column 'bodyy' not found in table 'notes'"),
+        ('phones = ["phone"]', 'phones = ["fax"]', "patients.phones[0]: column 'fax' not found"),
+        ('column = "full_name"', 'column = "name"', "lists[0].column: column 'name' not found"),
+    ],
+)
+def test_schema_mismatch_names_the_table_or_column(hospital, old, new, message):
+    hospital.write_text(hospital.read_text().replace(old, new))
+    with pytest.raises(ConfigError) as info:
+        Source(load_config(hospital))
+    assert message in str(info.value)

@@ -1,0 +1,52 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from anonymizer.detectors.names import RecordNames
+from anonymizer.record import PatientRecord
+from anonymizer.resources import data_dir
+
+
+@pytest.fixture(scope="module")
+def names():
+    return RecordNames.from_rules(data_dir("rules"), "names", "PATIENT", 0.33)
+
+
+def found(detector, text, record):
+    return [text[s.start : s.end] for s in detector(text, record)]
+
+
+def test_exact_case_insensitive_and_misspelled_names(names):
+    record = PatientRecord("1", names=("Antonette", "Brucer"))
+    # Unit-cost Levenshtein: a transposition costs 2, so "Brucre" (2/6) misses and "Bruce" (1/5) hits.
+    text = "ANTONETTE seen; antonete (sic) and Anotnette; BRUCER, Brucre. Bruce is her doctor."
+    assert found(names, text, record) == ["ANTONETTE", "antonete", "Anotnette", "BRUCER", "Bruce"]
+
+
+def test_ratio_threshold_follows_seed_003(names):
+    # "Tans" vs "tan": d = 1, min length 3, ratio 0.333 is not below 0.33.
+    record = PatientRecord("1", names=("Tan",))
+    assert found(names, "Tan Tans tam", record) == ["Tan"]
+
+
+def test_connectors_are_not_names_and_short_tokens_match_exactly(names):
+    record = PatientRecord("1", names=("Siti binte Ali", "Ravi s/o Kumar", "Ng"))
+    text = "binte bin s o Siti Ali; kumr; NG tube, nag"
+    assert found(names, text, record) == ["Siti", "Ali", "kumr", "NG"]
+
+
+def test_relatives_get_their_own_category():
+    relatives = RecordNames.from_rules(data_dir("rules"), "relatives", "RELATIVE", 0.33)
+    record = PatientRecord("1", names=("John",), relatives=("Mary Lim",))
+    spans = relatives("daughter mary called, john ok", record)
+    assert [(s.category, s.source) for s in spans] == [("RELATIVE", "record:relative")]
+
+
+def test_no_record_names_means_no_spans(names):
+    assert names("Anything at all", PatientRecord("1")) == []
+
+
+@given(st.text(max_size=200), st.lists(st.text(max_size=12), max_size=3))
+def test_never_fails_and_stays_in_bounds(text, values):
+    detector = RecordNames.from_rules(data_dir("rules"), "names", "PATIENT", 0.33)
+    for span in detector(text, PatientRecord("1", names=tuple(values))):
+        assert 0 <= span.start < span.end <= len(text)
