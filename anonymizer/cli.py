@@ -5,6 +5,8 @@ Exit statuses: 0 done, 1 findings (audits), 2 usage, configuration or connection
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import sys
 from pathlib import Path
@@ -14,10 +16,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from anonymizer.config import ConfigError, load_config
-from anonymizer.run import RunSummary, run as run_job
+from anonymizer import audit
+from anonymizer.config import Config, ConfigError, load_config
+from anonymizer.run import RunSummary, reprocess as reprocess_job, run as run_job
 from anonymizer.spans import CATEGORIES
+from anonymizer.target import Target
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 out = Console()
@@ -37,7 +42,8 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progre
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"error: {message}", markup=False, highlight=False)
+    """One line on stderr (never wrapped: scripts grep it), and the exit status to raise."""
+    typer.echo("error: " + " ".join(message.split()), err=True)
     return typer.Exit(code)
 
 
@@ -49,27 +55,32 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Detect and count, write nothing."),
 ) -> None:
     """Anonymize every note of the source into the target."""
+    bar = Progress(
+        TextColumn("anonymizing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} notes/s"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = bar.add_task("run", total=None, rate="-")
+
+    def advance(n: int, total: int) -> None:
+        # Started on the first batch, so errors found while preparing print as one clean line.
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, total=total, advance=n)
+        elapsed = bar.tasks[task].elapsed or 0
+        bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:,.0f}" if elapsed else "-")
+
     try:
-        cfg = load_config(config)
-        with Progress(
-            TextColumn("anonymizing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]} notes/s"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("run", total=limit, rate="-")
-
-            def advance(n: int, total: int) -> None:
-                bar.update(task, total=total, advance=n)
-                elapsed = bar.tasks[task].elapsed or 0
-                bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:,.0f}" if elapsed else "-")
-
-            summary = run_job(cfg, batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance)
+        summary = run_job(load_config(config), batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     print_summary(summary, dry_run)
 
 
@@ -91,3 +102,142 @@ def print_summary(summary: RunSummary, dry_run: bool) -> None:
     table.add_row("seconds", f"{summary.seconds:.1f}")
     table.add_row("notes/s", f"{rate:,.0f}")
     out.print(table)
+
+
+@app.command()
+def reprocess(
+    patient: list[str] = typer.Option([], "--patient", "-p", help="A patient id (repeatable)."),
+    patients_from: Optional[Path] = typer.Option(None, help="A file of patient ids, one a line."),
+    changed: bool = typer.Option(False, "--changed", help="Also every patient whose record changed since its last run."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Re-run every note of some patients, replacing their rows in one transaction per patient."""
+    ids = list(patient)
+    try:
+        if patients_from is not None:
+            if not patients_from.is_file():
+                raise ConfigError(f"--patients-from: file not found: {patients_from}")
+            ids += [line.strip() for line in patients_from.read_text().splitlines() if line.strip()]
+        if not ids and not changed:
+            raise ConfigError("give --patient, --patients-from or --changed")
+        summary = reprocess_job(load_config(config), ids, changed=changed)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    print_summary(summary, dry_run=False)
+
+
+audit_app = typer.Typer(no_args_is_help=True, help="Inspect what a run removed, what is left, and sample for review.")
+app.add_typer(audit_app, name="audit")
+
+
+def _target(config: Optional[Path]) -> tuple[Config, Target]:
+    cfg = load_config(config)
+    return cfg, Target(cfg.target.url)
+
+
+@audit_app.command("summary")
+def audit_summary(
+    run_id: Optional[int] = typer.Option(None, "--run", help="Only this run."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Per run: notes, spans per category and per detector, notes with no detection, failures."""
+    try:
+        reports = audit.summary(_target(config)[1], run_id)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps([vars(r) for r in reports], indent=2))  # vars: asdict mangles Counters
+        return
+    for r in reports:
+        table = Table(title=f"run {r.run_id} ({r.kind}, {r.status}, started {r.started_at})")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        table.add_column("only this detector", justify="right")
+        for label, value in (("notes anonymized", r.notes_done), ("notes skipped", r.notes_skipped),
+                             ("notes failed", r.notes_failed), ("notes with no detection", r.notes_without_detection)):
+            table.add_row(label, f"{value:,}", "")
+        for category, count in sorted(r.spans_by_category.items()):
+            table.add_row(f"spans {category}", f"{count:,}", "")
+        for detector, count in sorted(r.spans_by_detector.items()):
+            table.add_row(f"detector {detector}", f"{count:,}", f"{r.spans_only_by[detector]:,}")
+        for reason, count in sorted(r.failures.items()):
+            table.add_row(f"failure: {reason}", f"{count:,}", "")
+        out.print(table)
+
+
+@audit_app.command("note")
+def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
+    """Show one source note with its detections highlighted, beside the anonymized text (prints PHI)."""
+    try:
+        cfg, target = _target(config)
+        view = audit.note_view(cfg, target, note_id)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    marked = Text()
+    position = 0
+    for start, end, category, detectors in view.spans:
+        marked.append(view.source_text[position:start])
+        marked.append(view.source_text[start:end], style="bold reverse")
+        marked.append(f"⟨{category}: {detectors}⟩", style="cyan")
+        position = end
+    marked.append(view.source_text[position:])
+    table = Table(title=f"note {view.note_id}", show_lines=True)
+    table.add_column("source, with detections")
+    table.add_column("anonymized")
+    table.add_row(marked, Text(view.anonymized_text if view.anonymized_text is not None else f"(failed: {view.failure})"))
+    out.print(table)
+
+
+@audit_app.command("leaks")
+def audit_leaks(
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per finding."),
+    show_values: bool = typer.Option(False, "--show-values", help="Also print the leaked value (PHI)."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Scan the anonymized text for what remains of each patient's record; exit 1 on any finding."""
+    found = 0
+    try:
+        cfg, target = _target(config)
+        for leak in audit.leaks(cfg, target):
+            found += 1
+            item = dataclasses.asdict(leak)
+            if not show_values:
+                item.pop("value")
+            if as_json:
+                print(json.dumps(item))
+            else:
+                print("\t".join(f"{k}={v}" for k, v in item.items()))
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    err.print(f"{found} finding(s)")
+    raise typer.Exit(1 if found else 0)
+
+
+@audit_app.command("sample")
+def audit_sample(
+    n: int = typer.Option(..., "--n", min=1, help="How many notes."),
+    seed: int = typer.Option(..., "--seed", help="The same seed gives the same sample."),
+    out_file: Path = typer.Option(..., "--out", help="JSON-lines file to write (contains PHI)."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Write a reproducible random sample of notes with their detections, for manual review."""
+    try:
+        cfg, target = _target(config)
+        items = audit.sample(cfg, target, n, seed)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    out_file.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    err.print(f"{len(items)} notes written to {out_file}; mark spans under 'missed' and 'wrong', then import-review")
+
+
+@audit_app.command("import-review")
+def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> None:
+    """Store the missed and wrongly removed spans of a reviewed sample file."""
+    try:
+        if not file.is_file():
+            raise ConfigError(f"file not found: {file}")
+        counts = audit.import_review(_target(config)[1], file)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")

@@ -69,6 +69,16 @@ def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], b
     return results, skipped
 
 
+def _count(summary: RunSummary, results: list[NoteResult]) -> None:
+    for r in results:
+        summary.notes += 1
+        if r.error is None:
+            summary.done += 1
+            summary.spans.update(s.category for s in r.spans)
+        else:
+            summary.failed += 1
+
+
 def run(
     config: Config,
     *,
@@ -94,15 +104,11 @@ def run(
             written = target.digests(n.note_id for n in batch.notes) if target else {}
             results, skipped = process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest)
             if target is not None:
-                target.write(summary.run_id, results)
-            summary.notes += len(batch.notes)
+                digests = {pid: batch.records[pid].digest() for pid in {n.patient_id for n in batch.notes}}
+                target.write(summary.run_id, results, digests)
             summary.skipped += skipped
-            for r in results:
-                if r.error is None:
-                    summary.done += 1
-                    summary.spans.update(s.category for s in r.spans)
-                else:
-                    summary.failed += 1
+            summary.notes += skipped
+            _count(summary, results)
             if progress:
                 progress(len(batch.notes), total)
         status = "done"
@@ -113,4 +119,46 @@ def run(
         summary.seconds = time.perf_counter() - started
         if target is not None:
             target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
+    return summary
+
+
+def changed_patients(source: Source, target: Target, chunk: int = 1000) -> list[str]:
+    """Patients anonymized before whose record has changed since (by digest)."""
+    known = target.record_digests()
+    changed = []
+    ids = [pid for pid in source.patient_ids() if pid in known]
+    for start in range(0, len(ids), chunk):
+        for pid, record in source.records(ids[start : start + chunk]).items():
+            if record.digest() != known[pid]:
+                changed.append(pid)
+    return sorted(changed)
+
+
+def reprocess(
+    config: Config,
+    patient_ids: Collection[str] = (),
+    *,
+    changed: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunSummary:
+    """Re-run every note of these patients and replace their rows, one transaction per patient."""
+    source, pipeline = prepare(config)
+    target = Target(config.target.url)
+    patients = sorted(set(patient_ids) | set(changed_patients(source, target) if changed else ()))
+    summary = RunSummary(run_id=target.start_run("reprocess", pipeline.digest, patients))
+    started = time.perf_counter()
+    status = "failed"
+    try:
+        for pid in patients:
+            record = source.records([pid])[pid]
+            notes = [note for batch in source.batches(config.run.batch_size, patient_ids=[pid]) for note in batch.notes]
+            results = anonymize_patient(record, notes, pipeline)
+            target.replace_patient(summary.run_id, pid, results, record.digest())
+            _count(summary, results)
+            if progress:
+                progress(1, len(patients))
+        status = "done"
+    finally:
+        summary.seconds = time.perf_counter() - started
+        target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
     return summary

@@ -114,6 +114,26 @@ class Source:
                 notes = [Note(_key(note_id), _key(patient), text or "") for note_id, patient, text in rows]
                 yield Batch(notes, self.records({n.patient_id for n in notes}))
 
+    def notes_by_id(self, note_ids: Collection[str]) -> dict[str, Note]:
+        """These notes, fetched by id (for audits of single notes and review samples)."""
+        found: dict[str, Note] = {}
+        ids = sorted(note_ids)
+        query = sa.select(self.note_id, self.note_patient, self.note_text)
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 1000):
+                chunk = _typed(self.note_id, ids[start : start + 1000])
+                for note_id, patient, text in conn.execute(query.where(self.note_id.in_(chunk))):
+                    found[_key(note_id)] = Note(_key(note_id), _key(patient), text or "")
+        return found
+
+    def patient_ids(self) -> Iterator[str]:
+        """Every patient id of the patients table, streamed."""
+        column = self.patients.c[self.config.patients.id]
+        with self.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=1000).execute(sa.select(column).distinct())
+            for (value,) in result:
+                yield _key(value)
+
     def records(self, patient_ids: Collection[str]) -> dict[str, PatientRecord]:
         """Records of these patients; a patient without a row gets an empty record."""
         p = self.config.patients

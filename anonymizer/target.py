@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 from alembic import command
@@ -20,7 +20,7 @@ from anonymizer.source import connect
 
 log = logging.getLogger(__name__)
 
-TABLES = ("runs", "anonymized_notes", "phi_spans", "failures")
+TABLES = ("runs", "anonymized_notes", "phi_spans", "failures", "patient_digests", "review_spans")
 
 
 def upgrade(engine: sa.Engine) -> None:
@@ -42,7 +42,9 @@ class Target:
         upgrade(self.engine)
         metadata = sa.MetaData()
         metadata.reflect(self.engine, only=TABLES)
-        self.runs, self.notes, self.spans, self.failures = (metadata.tables[t] for t in TABLES)
+        self.runs, self.notes, self.spans, self.failures, self.patient_digests, self.review = (
+            metadata.tables[t] for t in TABLES
+        )
 
     def start_run(self, kind: str, config_digest: str, patients: Sequence[str] | None = None) -> int:
         row = {
@@ -67,9 +69,32 @@ class Target:
         with self.engine.connect() as conn:
             return dict(conn.execute(query).all())
 
-    def write(self, run_id: int, results: Sequence[NoteResult]) -> None:
+    def record_digests(self) -> dict[str, str]:
+        """Each patient's record digest as last anonymized."""
+        table = self.patient_digests
+        with self.engine.connect() as conn:
+            return dict(conn.execute(sa.select(table.c.patient_id, table.c.record_digest)).all())
+
+    def write(self, run_id: int, results: Sequence[NoteResult], record_digests: Mapping[str, str]) -> None:
         """Replace these notes' rows in one transaction: each ends as a note row or a failure row."""
         ids = [r.note_id for r in results]
+        with self.engine.begin() as conn:
+            for table in (self.spans, self.notes, self.failures):
+                conn.execute(table.delete().where(table.c.note_id.in_(ids)))
+            self._insert(conn, run_id, results, record_digests)
+
+    def replace_patient(self, run_id: int, patient_id: str, results: Sequence[NoteResult], record_digest: str) -> None:
+        """Replace every row of one patient in one transaction; on any error the old rows stay."""
+        with self.engine.begin() as conn:
+            notes = sa.select(self.notes.c.note_id).where(self.notes.c.patient_id == patient_id)
+            conn.execute(self.spans.delete().where(self.spans.c.note_id.in_(notes.scalar_subquery())))
+            for table in (self.notes, self.failures):
+                conn.execute(table.delete().where(table.c.patient_id == patient_id))
+            self._insert(conn, run_id, results, {patient_id: record_digest})
+
+    def _insert(
+        self, conn: sa.Connection, run_id: int, results: Sequence[NoteResult], record_digests: Mapping[str, str]
+    ) -> None:
         notes, spans, failures = [], [], []
         for r in results:
             if r.error is not None:
@@ -82,9 +107,9 @@ class Target:
                 dict(note_id=r.note_id, start=s.start, end=s.end, category=s.category, detectors=",".join(s.sources)[:255])
                 for s in r.spans
             )
-        with self.engine.begin() as conn:
-            for table in (self.spans, self.notes, self.failures):
-                conn.execute(table.delete().where(table.c.note_id.in_(ids)))
-            for table, rows in ((self.notes, notes), (self.spans, spans), (self.failures, failures)):
-                if rows:
-                    conn.execute(table.insert(), rows)
+        digests = [dict(patient_id=p, record_digest=d, run_id=run_id) for p, d in record_digests.items()]
+        known = self.patient_digests
+        conn.execute(known.delete().where(known.c.patient_id.in_(list(record_digests))))
+        for table, rows in ((self.notes, notes), (self.spans, spans), (self.failures, failures), (known, digests)):
+            if rows:
+                conn.execute(table.insert(), rows)

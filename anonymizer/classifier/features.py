@@ -49,6 +49,7 @@ FEATURE_CLASSES: tuple[str, ...] = (
 )
 
 # A heading: a short label followed by a colon, at the start of a line or after ";" or ". ".
+CHUNK = regex.compile(r"\S+")
 HEADING = regex.compile(r"(?:^|\n|[;.]\s)[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])")
 WINDOW = 2
 CUE_WINDOW = 4
@@ -146,6 +147,36 @@ def capitalisation(word: str) -> str:
     if word.islower():
         return "lower"
     return "mixed"
+
+
+def chunk_shape(chunk: str) -> str:
+    """Shape of a whitespace-delimited chunk with digit runs kept by length ("7/22" -> "d/dd")."""
+    out = []
+    for ch in chunk[:24]:
+        out.append("X" if ch.isupper() else "x" if ch.isalpha() else "d" if ch.isdigit() else ch)
+    collapsed = []
+    for c in out:
+        if c in "Xx" and collapsed and collapsed[-1] == c:
+            continue
+        collapsed.append(c)
+    return "".join(collapsed)
+
+
+def number_band(word: str) -> str:
+    value = int(word[:6])
+    if len(word) == 4 and 1900 <= value <= 2099:
+        return "year4"
+    if len(word) > 3:
+        return "long"
+    if value == 0:
+        return "zero"
+    if value <= 12:
+        return "month"
+    if value <= 31:
+        return "day"
+    if len(word) == 2:
+        return "yy"
+    return "other"
 
 
 def english_band(rank: int | None) -> str:
@@ -271,6 +302,7 @@ class FeatureExtractor:
                 out.append("ortho:hasdigit")
                 if word.isdigit():
                     out.append(f"ortho:digits={min(len(word), 8)}")
+                    out.append("ortho:num=" + number_band(word))
         if "affix" in c and len(lower) > 2:
             out += ["affix:p2=" + lower[:2], "affix:p3=" + lower[:3], "affix:s2=" + lower[-2:], "affix:s3=" + lower[-3:]]
         if "dict" in c:
@@ -308,6 +340,18 @@ class FeatureExtractor:
             bands = ratio_bands(lowers, name_tokens(record.names))
             rel_bands = ratio_bands(lowers, name_tokens(record.relatives))
         cues = self.dictionaries.cues
+        chunks: list[tuple[str, int]] = []
+        if caps is not None:
+            spans = [(m.start(), m.end(), m.group()) for m in CHUNK.finditer(text)]
+            k = 0
+            for s in starts:
+                while k < len(spans) and spans[k][1] <= s:
+                    k += 1
+                if k < len(spans) and spans[k][0] <= s:
+                    chunk = spans[k][2]
+                    chunks.append((chunk_shape(chunk), s - spans[k][0]))
+                else:
+                    chunks.append(("", 0))
 
         for i in range(n):
             f = out[i]
@@ -330,6 +374,10 @@ class FeatureExtractor:
                     f.append(("ortho:pa=" if after[:1] != " " else "ortho:pas=") + pa)
                 if "\n" in before or i == 0:
                     f.append("ortho:linestart")
+                cshape, offset = chunks[i]
+                if cshape:
+                    f.append("ortho:chunk=" + cshape)
+                    f.append("ortho:chunkpos=" + ("first" if offset == 0 else "inner"))
                 f.append("ortho:cap-1=" + (caps[i - 1] if i else "<s>"))
                 f.append("ortho:cap+1=" + (caps[i + 1] if i + 1 < n else "</s>"))
             if headings is not None:

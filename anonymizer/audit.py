@@ -1,0 +1,191 @@
+"""Audits of a target: what each run removed and why, what of a record is left, samples for review.
+
+Only :func:`note_view`, :func:`sample` and ``leaks(show_values=True)`` read PHI back; they are the
+operator's tools on the secure side and the CLI prints PHI only when those are asked for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import regex
+import sqlalchemy as sa
+
+from anonymizer.config import Config, ConfigError
+from anonymizer.detectors import Detector
+from anonymizer.detectors.names import RecordNames
+from anonymizer.detectors.patterns import PatternDetector
+from anonymizer.detectors.values import RecordValues
+from anonymizer.resources import data_dir
+from anonymizer.source import Source
+from anonymizer.spans import CATEGORIES
+from anonymizer.target import Target
+
+TAG = regex.compile(r"\[(?:" + "|".join(CATEGORIES) + r")\]")
+
+
+@dataclass
+class RunReport:
+    run_id: int
+    kind: str
+    status: str
+    started_at: str
+    notes_done: int
+    notes_skipped: int
+    notes_failed: int
+    notes_without_detection: int = 0
+    spans_by_category: Counter[str] = field(default_factory=Counter)
+    spans_by_detector: Counter[str] = field(default_factory=Counter)  # spans each detector took part in
+    spans_only_by: Counter[str] = field(default_factory=Counter)  # spans no other detector found
+    failures: Counter[str] = field(default_factory=Counter)  # failure reasons of notes still failed
+
+
+def summary(target: Target, run_id: int | None = None) -> list[RunReport]:
+    """One report per run (or for `run_id` only), from the rows the target holds for it now."""
+    runs, notes, spans = target.runs, target.notes, target.spans
+    query = sa.select(runs).order_by(runs.c.run_id)
+    if run_id is not None:
+        query = query.where(runs.c.run_id == run_id)
+    reports = []
+    with target.engine.connect() as conn:
+        for row in conn.execute(query).mappings():
+            report = RunReport(
+                row["run_id"], row["kind"], row["status"], str(row["started_at"]),
+                row["notes_done"], row["notes_skipped"], row["notes_failed"],
+            )
+            in_run = sa.select(notes.c.note_id).where(notes.c.run_id == report.run_id).scalar_subquery()
+            for (detectors,) in conn.execute(sa.select(spans.c.detectors).where(spans.c.note_id.in_(in_run))):
+                groups = {source.split(":", 1)[0] for source in detectors.split(",")}
+                report.spans_by_detector.update(groups)
+                if len(groups) == 1:
+                    report.spans_only_by.update(groups)
+            category_counts = sa.select(spans.c.category, sa.func.count()).where(spans.c.note_id.in_(in_run))
+            report.spans_by_category.update(dict(conn.execute(category_counts.group_by(spans.c.category)).all()))
+            silent = sa.select(sa.func.count()).where(
+                notes.c.run_id == report.run_id, ~notes.c.note_id.in_(sa.select(spans.c.note_id).distinct())
+            )
+            report.notes_without_detection = conn.execute(silent).scalar_one()
+            reasons = sa.select(target.failures.c.reason, sa.func.count()).where(target.failures.c.run_id == report.run_id)
+            report.failures.update(dict(conn.execute(reasons.group_by(target.failures.c.reason)).all()))
+            reports.append(report)
+    if run_id is not None and not reports:
+        raise ConfigError(f"no run {run_id} in the target")
+    return reports
+
+
+@dataclass(frozen=True)
+class NoteView:
+    """A source note with its stored detections, beside its anonymized text (PHI: operator only)."""
+
+    note_id: str
+    source_text: str
+    anonymized_text: str | None
+    spans: list[tuple[int, int, str, str]]  # start, end, category, detectors
+    failure: str | None
+
+
+def note_view(config: Config, target: Target, note_id: str) -> NoteView:
+    note = Source(config).notes_by_id([note_id]).get(note_id)
+    if note is None:
+        raise ConfigError(f"note {note_id} not found in the source")
+    t = target
+    with t.engine.connect() as conn:
+        text = conn.execute(sa.select(t.notes.c.text).where(t.notes.c.note_id == note_id)).scalar_one_or_none()
+        rows = conn.execute(
+            sa.select(t.spans.c.start, t.spans.c.end, t.spans.c.category, t.spans.c.detectors)
+            .where(t.spans.c.note_id == note_id)
+            .order_by(t.spans.c.start)
+        ).all()
+        failure = conn.execute(sa.select(t.failures.c.reason).where(t.failures.c.note_id == note_id)).scalar_one_or_none()
+    return NoteView(note_id, note.text, text, [tuple(r) for r in rows], failure)
+
+
+@dataclass(frozen=True)
+class Leak:
+    """What is left of a patient's record in an anonymized note: where, and which field."""
+
+    note_id: str
+    patient_id: str
+    field: str  # name, relative, identifier, phone, date, address
+    start: int
+    end: int
+    value: str  # shown only with --show-values
+
+
+def leak_detectors(rules_dir: Path, name_threshold: float) -> list[Detector]:
+    """The record detectors, run over released text: whatever they find there is a leak."""
+    patterns = PatternDetector.from_rules(rules_dir)
+    return [
+        RecordNames.from_rules(rules_dir, "names", "PATIENT", name_threshold),
+        RecordNames.from_rules(rules_dir, "relatives", "RELATIVE", name_threshold),
+        RecordValues(date_pattern=patterns.date_pattern),
+    ]
+
+
+def leaks(config: Config, target: Target, batch_size: int = 500) -> Iterator[Leak]:
+    """Scan every anonymized note for its own patient's record, streaming the target."""
+    source = Source(config)
+    detectors = leak_detectors(data_dir("rules"), config.detectors.name_threshold)
+    t = target.notes
+    query = sa.select(t.c.note_id, t.c.patient_id, t.c.text).order_by(t.c.patient_id, t.c.note_id)
+    with target.engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
+        for rows in result.partitions(batch_size):
+            records = source.records({patient for _, patient, _ in rows})
+            for note_id, patient, text in rows:
+                # Tags are our own words; a patient called "Patience" must not match "[PATIENT]".
+                masked = TAG.sub(lambda m: " " * len(m.group()), text)
+                for detector in detectors:
+                    for span in detector(masked, records[patient]):
+                        yield Leak(note_id, patient, span.rule, span.start, span.end, text[span.start : span.end])
+
+
+def sample(config: Config, target: Target, n: int, seed: int) -> list[dict]:
+    """A reproducible random sample of anonymized notes, as records a reviewer can mark up."""
+    with target.engine.connect() as conn:
+        ids = sorted(conn.execute(sa.select(target.notes.c.note_id)).scalars())
+        chosen = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
+        spans: dict[str, list[dict]] = {note_id: [] for note_id in chosen}
+        s = target.spans
+        for note_id, start, end, category, detectors in conn.execute(
+            sa.select(s.c.note_id, s.c.start, s.c.end, s.c.category, s.c.detectors)
+            .where(s.c.note_id.in_(chosen))
+            .order_by(s.c.note_id, s.c.start)
+        ):
+            spans[note_id].append(dict(start=start, end=end, category=category, detectors=detectors))
+    notes = Source(config).notes_by_id(chosen)
+    return [
+        dict(note_id=i, patient_id=notes[i].patient_id, text=notes[i].text, detections=spans[i], missed=[], wrong=[])
+        for i in chosen
+        if i in notes
+    ]
+
+
+def import_review(target: Target, path: Path) -> Counter[str]:
+    """Store the spans a reviewer marked as `missed` or `wrong` in a sample file; returns counts."""
+    rows = []
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            for verdict in ("missed", "wrong"):
+                for span in item.get(verdict, []):
+                    start, end, category = int(span["start"]), int(span["end"]), span.get("category", "NAME")
+                    if not 0 <= start < end <= len(item["text"]) or category not in CATEGORIES:
+                        raise ValueError("span out of the note or unknown category")
+                    rows.append(dict(note_id=str(item["note_id"]), start=start, end=end, category=category,
+                                     verdict=verdict, imported_at=now))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}:{number}: not a review line ({type(exc).__name__})") from None
+    with target.engine.begin() as conn:
+        if rows:
+            conn.execute(target.review.insert(), rows)
+    return Counter(r["verdict"] for r in rows)

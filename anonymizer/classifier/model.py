@@ -1,0 +1,193 @@
+"""The trained classifier at run time: plain-data weights, scored by dictionary lookups.
+
+A model file is gzipped JSON (no pickle: loading it runs no code)::
+
+    {"format": "anonymizer-svm/1", "mode": "binary", "threshold": -0.5,
+     "feature_classes": [...], "gazetteers": {"DOCTOR": [...], ...},
+     "heads": {"phi":      {"classes": ["O", "PHI"], "intercept": [b], "weights": {feature: [w]}},
+               "category": {"classes": ["DATE", ...], "intercept": [...], "weights": {feature: [...]}}},
+     "card": {...}}
+
+A token's decision value for a class is the intercept plus the sum of the weights of its active
+(binary) features - exactly what scikit-learn's ``decision_function`` computes for the fitted
+``LinearSVC`` (tests/test_classifier.py checks it).  The sum over the word-only features is cached
+per word type.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from anonymizer.classifier.features import FeatureExtractor, Tokens
+from anonymizer.config import ClassifierConfig, ConfigError
+from anonymizer.record import PatientRecord
+from anonymizer.spans import Span
+
+FORMAT = "anonymizer-svm/1"
+MODELS = Path(__file__).resolve().parent / "models"
+DEFAULT_MODEL = MODELS / "default.json.gz"
+NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
+
+
+class Head:
+    """One linear model: per-class intercepts and per-feature weight vectors."""
+
+    def __init__(self, data: Mapping) -> None:
+        self.classes: list[str] = list(data["classes"])
+        self.intercept: list[float] = [float(v) for v in data["intercept"]]
+        self.weights: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in data["weights"].items()}
+        self.width = len(self.intercept)
+        self._zero = [0.0] * self.width
+
+    def partial(self, features: Sequence[str]) -> list[float]:
+        total = list(self._zero)
+        weights = self.weights
+        for f in features:
+            w = weights.get(f)
+            if w is not None:
+                for k in range(self.width):
+                    total[k] += w[k]
+        return total
+
+    def decision(self, features: Sequence[str]) -> list[float]:
+        """scikit-learn's decision_function for one example (1 value for a binary head)."""
+        partial = self.partial(features)
+        return [b + p for b, p in zip(self.intercept, partial)]
+
+
+class Model:
+    """A loaded model file: heads, threshold, gazetteers, the feature configuration."""
+
+    def __init__(self, data: Mapping, digest: str = "") -> None:
+        if data.get("format") != FORMAT:
+            raise ConfigError(f"classifier model: unknown format {data.get('format')!r} (expected {FORMAT})")
+        self.data = data
+        self.digest = digest
+        self.mode: str = data["mode"]
+        self.threshold: float = float(data["threshold"])
+        self.feature_classes: tuple[str, ...] = tuple(data["feature_classes"])
+        self.gazetteers: dict[str, list[str]] = {k: list(v) for k, v in data.get("gazetteers", {}).items()}
+        self.phi = Head(data["heads"]["phi"])
+        self.category = Head(data["heads"]["category"]) if "category" in data["heads"] else None
+        self.card: dict = dict(data.get("card", {}))
+        self.postprocess: dict = dict(data.get("postprocess", {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Model":
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"classifier.model: cannot read {path} ({exc.strerror})") from None
+        try:
+            data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        except (OSError, ValueError):
+            raise ConfigError(f"classifier.model: {path} is not a gzipped JSON model") from None
+        return cls(data, hashlib.sha256(raw).hexdigest())
+
+    def scores(self, word_parts: Sequence[list[float]], context: Sequence[Sequence[str]]) -> list[tuple[float, str]]:
+        """(PHI score, category) per token, from cached word-only partial sums and context features."""
+        out = []
+        for wp, ctx in zip(word_parts, context):
+            values = self.phi.partial(ctx)
+            values = [b + w + c for b, w, c in zip(self.phi.intercept, wp[0], values)]
+            out.append(self._resolve(values, wp, ctx))
+        return out
+
+    def _resolve(self, values: list[float], wp, ctx) -> tuple[float, str]:
+        if self.mode == "binary":
+            score = values[0]
+            if self.category is None:
+                return score, "NAME"
+            cat_values = self.category.partial(ctx)
+            cat_values = [b + w + c for b, w, c in zip(self.category.intercept, wp[1], cat_values)]
+            best = max(range(len(cat_values)), key=lambda k: (cat_values[k], -k))
+            return score, self.category.classes[best]
+        # multiclass: the best PHI class's decision value is the score
+        best_k, best = -1, float("-inf")
+        for k, cls in enumerate(self.phi.classes):
+            if cls != "O" and values[k] > best:
+                best_k, best = k, values[k]
+        return best, self.phi.classes[best_k]
+
+
+class SvmDetector:
+    """Scores the tokens the rule detectors left and flags those above the threshold (name "svm")."""
+
+    name = "svm"
+
+    def __init__(self, model: Model, lists: Mapping[str, Sequence[str]], threshold: float | None = None) -> None:
+        self.model = model
+        self.threshold = model.threshold if threshold is None else float(threshold)
+        self.digest = f"{model.digest}:{self.threshold!r}"
+        self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
+        self._word_parts: dict[str, tuple[list[float], list[float]]] = {}
+
+    def _word_part(self, word: str) -> tuple[list[float], list[float]]:
+        part = self._word_parts.get(word)
+        if part is None:
+            feats = self.extractor.word_features(word)
+            cat = self.model.category.partial(feats) if self.model.category is not None else []
+            part = (self.model.phi.partial(feats), cat)
+            if len(self._word_parts) > 300_000:
+                self._word_parts.clear()
+            self._word_parts[word] = part
+        return part
+
+    def score_tokens(self, text: str, record: PatientRecord | None, tokens: Tokens | None = None) -> tuple[Tokens, list[tuple[float, str]]]:
+        """Every token's (score, category); the threshold is not applied."""
+        tokens = tokens or Tokens.of(text)
+        context = self.extractor.context_features(text, tokens, record)
+        parts = [self._word_part(w) for w in tokens.words]
+        return tokens, self.model.scores(parts, context)
+
+    def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> list[Span]:
+        tokens = Tokens.of(text)
+        if not len(tokens):
+            return []
+        covered = _covered(tokens, rule_spans)
+        context = self.extractor.context_features(text, tokens, record)
+        spans = []
+        threshold = self.threshold
+        for i, ctx in enumerate(context):
+            if covered[i]:
+                continue
+            score, category = self.model.scores([self._word_part(tokens.words[i])], [ctx])[0]
+            if score > threshold:
+                spans.append(Span(tokens.starts[i], tokens.ends[i], category, "svm"))
+        return spans
+
+
+def _covered(tokens: Tokens, spans: Sequence[Span]) -> list[bool]:
+    import bisect
+
+    covered = [False] * len(tokens)
+    for span in spans:
+        i = bisect.bisect_right(tokens.ends, span.start)
+        while i < len(tokens) and tokens.starts[i] < span.end:
+            covered[i] = True
+            i += 1
+    return covered
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str, mtime: float) -> Model:
+    return Model.load(path)
+
+
+def load_model(path: str | Path | None = None) -> Model:
+    """The model at `path`, or the one shipped in the package; loaded once per process."""
+    target = Path(path) if path else DEFAULT_MODEL
+    if not target.is_file():
+        raise ConfigError(f"classifier.model: model file not found: {target}")
+    return _load_cached(str(target.resolve()), target.stat().st_mtime)
+
+
+def load_detector(config: ClassifierConfig, lists: Mapping[str, Sequence[str]]) -> SvmDetector:
+    """The detector the pipeline runs after the rules: `config.model` or the shipped model."""
+    return SvmDetector(load_model(config.model), lists, config.threshold)

@@ -1,0 +1,269 @@
+"""Training the local-context classifier, deterministically, from annotated corpora.
+
+    card = train([load_corpus(path)], Path("model.json.gz"))
+
+Every token of every note is one example (label: the category of the gold span overlapping it, or
+"O").  The features (see :mod:`anonymizer.classifier.features`) go through scikit-learn's
+``DictVectorizer`` into ``LinearSVC`` models with a fixed ``random_state``; the fitted weights are
+written as plain data (gzipped JSON, see :mod:`anonymizer.classifier.model`), never as a pickle.
+
+Two heads are trained: ``phi`` (binary: PHI or not; its decision value is thresholded) and
+``category`` (one-vs-rest over the PHI categories, trained on the PHI tokens only; its argmax
+names a detected token's category).  ``mode="multiclass"`` instead trains one one-vs-rest head over
+"O" and the categories, as Stat De-id does; docs/classifier.md compares the two.
+
+Gazetteers of clinicians, places and hospitals are learned from the training annotations and
+shipped with the model.  So that the model does not learn to trust them blindly, the training
+notes' gazetteer features are cross-fitted: each training patient's notes see only the gazetteers
+learned from the other training patients (5 folds grouped by patient).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+from sklearn.feature_extraction import DictVectorizer
+from sklearn.model_selection import GroupKFold
+from sklearn.svm import LinearSVC
+
+from anonymizer.classifier.features import FEATURE_CLASSES, FeatureExtractor, Tokens, TOKEN
+from anonymizer.corpora import Corpus, GoldNote, merge_lists
+from anonymizer.record import PatientRecord
+
+FORMAT = "anonymizer-svm/1"
+GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
+DEFAULT_C = 0.2
+DEFAULT_THRESHOLD = -0.5
+GAZ_INNER_FOLDS = 5
+
+
+@dataclass
+class TrainingOptions:
+    c: float = DEFAULT_C
+    mode: str = "binary"  # or "multiclass"
+    feature_classes: tuple[str, ...] = FEATURE_CLASSES
+    threshold: float = DEFAULT_THRESHOLD
+    min_count: int = 1  # features seen fewer times are dropped before fitting
+    gazetteers: bool = True
+    max_iter: int = 5000
+
+    def as_dict(self) -> dict:
+        return {
+            "c": self.c,
+            "mode": self.mode,
+            "feature_classes": list(self.feature_classes),
+            "threshold": self.threshold,
+            "min_count": self.min_count,
+            "gazetteers": self.gazetteers,
+        }
+
+
+@dataclass
+class NoteData:
+    note: GoldNote
+    record: PatientRecord
+    tokens: Tokens
+    labels: list[str]
+    base: list[list[str]]  # features without the gazetteer class
+
+
+@dataclass
+class Dataset:
+    notes: list[NoteData]
+    lists: dict[str, list[str]]
+    corpus_names: list[str] = field(default_factory=list)
+
+    @property
+    def groups(self) -> list[str]:
+        return [n.note.patient_id for n in self.notes]
+
+
+def label_tokens(tokens: Tokens, spans: Iterable[tuple[int, int, str]]) -> list[str]:
+    """Each token's gold category ("O" when no gold span overlaps it)."""
+    labels = ["O"] * len(tokens)
+    import bisect
+
+    for start, end, category in sorted(spans):
+        i = bisect.bisect_right(tokens.ends, start)  # first token ending after the span's start
+        while i < len(tokens) and tokens.starts[i] < end:
+            labels[i] = category
+            i += 1
+    return labels
+
+
+def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES) -> Dataset:
+    """Tokens, labels and base features of every note of the corpora (lists of all corpora merged)."""
+    lists = merge_lists(*(c.lists for c in corpora))
+    classes = [c for c in feature_classes if c != "gaz"]
+    extractor = FeatureExtractor(lists, classes=classes)
+    notes = []
+    for corpus in corpora:
+        prefix = f"{corpus.name}:" if len(corpora) > 1 else ""
+        for note in corpus.notes:
+            record = corpus.record(note.patient_id)
+            if prefix:
+                note = GoldNote(note.note_id, prefix + note.patient_id, note.text, note.spans)
+            tokens, feats = extractor.features(note.text, record)
+            notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats))
+    return Dataset(notes, lists, [c.name for c in corpora])
+
+
+def learn_gazetteers(notes: Iterable[NoteData]) -> dict[str, list[str]]:
+    """Words annotated as clinicians, places and hospitals in these notes (lower-cased, >= 2 letters)."""
+    found: dict[str, set[str]] = {}
+    for data in notes:
+        for start, end, category in data.note.spans:
+            if category not in GAZETTEER_CATEGORIES:
+                continue
+            for word in TOKEN.findall(data.note.text[start:end]):
+                if len(word) >= 2 and word.isalpha():
+                    found.setdefault(category, set()).add(word.lower())
+    return {c: sorted(v) for c, v in sorted(found.items())}
+
+
+def gazetteer_features(notes: Sequence[NoteData], gazetteers: Mapping[str, Sequence[str]]) -> list[list[list[str]]]:
+    extractor = FeatureExtractor(gazetteers=gazetteers, classes=("gaz",))
+    return [extractor.context_features(n.note.text, n.tokens, None) for n in notes]
+
+
+def cross_fitted_gazetteers(notes: Sequence[NoteData], folds: int = GAZ_INNER_FOLDS) -> list[list[list[str]]]:
+    """Gazetteer features of training notes, each from the gazetteers of the other patients."""
+    out: list[list[list[str]]] = [[] for _ in notes]
+    groups = [n.note.patient_id for n in notes]
+    k = min(folds, len(set(groups)))
+    if k < 2:
+        return [[[] for _ in n.tokens.words] for n in notes]
+    for fit_idx, apply_idx in GroupKFold(k).split(np.zeros(len(notes)), groups=groups):
+        gaz = learn_gazetteers(notes[i] for i in fit_idx)
+        feats = gazetteer_features([notes[i] for i in apply_idx], gaz)
+        for i, f in zip(apply_idx, feats):
+            out[i] = f
+    return out
+
+
+def _rows(notes: Sequence[NoteData], gaz: Sequence[list[list[str]]] | None, classes: frozenset[str]) -> list[dict[str, int]]:
+    rows = []
+    for k, data in enumerate(notes):
+        for i, feats in enumerate(data.base):
+            row = dict.fromkeys((f for f in feats if _class_of(f) in classes), 1)
+            if gaz is not None:
+                row.update(dict.fromkeys(gaz[k][i], 1))
+            rows.append(row)
+    return rows
+
+
+def _class_of(feature: str) -> str:
+    head = feature.split(":", 1)[0]
+    return head.split("=", 1)[0]
+
+
+def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str, Sequence[str]]) -> dict:
+    """Fit the heads on these notes; returns the model as plain data (see model.py)."""
+    classes = frozenset(options.feature_classes)
+    use_gaz = options.gazetteers and "gaz" in classes
+    gaz_train = cross_fitted_gazetteers(notes) if use_gaz else None
+    rows = _rows(notes, gaz_train, classes)
+    labels = np.array([label for data in notes for label in data.labels])
+    if options.min_count > 1:
+        counts = Counter(f for row in rows for f in row)
+        rows = [{f: 1 for f in row if counts[f] >= options.min_count} for row in rows]
+    vectorizer = DictVectorizer(dtype=np.float64, sort=True)
+    X = vectorizer.fit_transform(rows).tocsr()
+    # liblinear takes 32-bit indices only; DictVectorizer may hand out 64-bit ones.
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    names = vectorizer.get_feature_names_out()
+    heads = {}
+    is_phi = labels != "O"
+    if options.mode == "binary":
+        heads["phi"] = _head(X, np.where(is_phi, "PHI", "O"), names, options)
+        categories = sorted(set(labels[is_phi]))
+        if len(categories) > 1:
+            heads["category"] = _head(X[is_phi], labels[is_phi], names, options)
+        else:
+            heads["category"] = {"classes": categories or ["NAME"], "intercept": [0.0], "weights": {}}
+    elif options.mode == "multiclass":
+        heads["phi"] = _head(X, labels, names, options)
+    else:
+        raise ValueError(f"unknown mode {options.mode!r}")
+    return {
+        "format": FORMAT,
+        "mode": options.mode,
+        "feature_classes": [c for c in FEATURE_CLASSES if c in classes],
+        "threshold": options.threshold,
+        "gazetteers": learn_gazetteers(notes) if use_gaz else {},
+        "heads": heads,
+        "training": options.as_dict(),
+    }
+
+
+def _head(X, y: np.ndarray, names: np.ndarray, options: TrainingOptions) -> dict:
+    svm = LinearSVC(C=options.c, random_state=0, max_iter=options.max_iter, dual=True)
+    svm.fit(X, y)
+    coef = np.atleast_2d(svm.coef_)
+    intercept = np.atleast_1d(svm.intercept_)
+    classes = [str(c) for c in svm.classes_]
+    weights = {}
+    for j in np.flatnonzero(np.any(coef != 0, axis=0)):
+        weights[str(names[j])] = [float(v) for v in coef[:, j]]
+    return {"classes": classes, "intercept": [float(v) for v in intercept], "weights": weights}
+
+
+def save_model(model: Mapping, out: Path) -> bytes:
+    """Write the model as gzipped JSON with a fixed gzip timestamp, so equal models give equal bytes."""
+    payload = json.dumps(model, sort_keys=True, separators=(",", ":")).encode()
+    data = gzip.compress(payload, compresslevel=9, mtime=0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return data
+
+
+def train(
+    corpora: Sequence[Corpus],
+    out: Path,
+    options: TrainingOptions | None = None,
+    cv: int = 0,
+    rules=None,
+    command: str = "",
+) -> dict:
+    """Train on all notes of `corpora`, write the model to `out` and return its model card.
+
+    With ``cv`` > 1, the card also holds cross-validated figures (folds grouped by patient) for the
+    classifier alone and, when `rules` (``(text, record) -> list[Span]``) is given, for the rules
+    alone and the union.
+    """
+    options = options or TrainingOptions()
+    dataset = build_dataset(corpora, options.feature_classes)
+    card: dict = {
+        "format": FORMAT,
+        "trained": dt.date.today().isoformat() if False else None,  # no wall-clock in the model
+        "corpora": [
+            {"name": c.name, "notes": len(c.notes), "patients": len({n.patient_id for n in c.notes}),
+             "phrases": sum(len(n.spans) for n in c.notes), "lists": {k: len(v) for k, v in sorted(c.lists.items())}}
+            for c in corpora
+        ],
+        "tokens": sum(len(n.tokens) for n in dataset.notes),
+        "phi_tokens": sum(sum(1 for l in n.labels if l != "O") for n in dataset.notes),
+        "options": options.as_dict(),
+        "command": command,
+    }
+    card.pop("trained")
+    if cv and cv > 1:
+        from anonymizer.evaluate import cross_validate
+
+        card["cv"] = cross_validate(dataset, options, folds=cv, rules=rules).summary()
+    model = fit(dataset.notes, options, dataset.lists)
+    model["card"] = card
+    data = save_model(model, out)
+    card["sha256"] = hashlib.sha256(data).hexdigest()
+    card["bytes"] = len(data)
+    card["features"] = {name: len(head["weights"]) for name, head in model["heads"].items()}
+    return card

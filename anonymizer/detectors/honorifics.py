@@ -1,0 +1,165 @@
+"""Names after an honorific (seed 003, section 3.1): "Dr K H Tan", "Mdm Siti binte Ali".
+
+Doctors and other people named in a note are mostly absent from the patient's record, but they are
+usually introduced by a title.  The title stays in the text; the name tokens after it are flagged.
+How far a name runs is decided token by token (see rules/honorifics.toml): initials, connectors,
+Capitalised words and words that are not common English or clinical words continue it; stop words
+and common lower-case words end it, so "dr healey aware" flags only "healey".
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+import regex
+
+from anonymizer.record import PatientRecord
+from anonymizer.resources import read_word_list
+from anonymizer.spans import CATEGORIES, Span
+
+# A name does not continue over a line break: the next line of a note is usually a new field.
+GAP = regex.compile(r"[^\S\r\n]+")
+DOTTED_GAP = regex.compile(r"[^\S\r\n]*")  # "K.H. Tan": after a period the space is optional
+# Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
+# ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof").
+WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/]))")
+
+
+class Token(NamedTuple):
+    """A word or a connector in the run that follows a title."""
+
+    start: int
+    end: int  # excluding a trailing period, which belongs to the sentence rather than the name
+    word: str
+    dotted: bool
+    connector: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Honorific:
+    """One title of rules/honorifics.toml and how much evidence the word after it needs."""
+
+    name: str  # canonical form, lower case without a period: the span's rule
+    category: str
+    strong: bool  # never an ordinary word, so the next word is a name unless it is a stop word
+    not_before: frozenset[str] = frozenset()  # words after which this title is an ordinary word
+
+
+class HonorificDetector:
+    """Flags the name tokens that follow a title such as "Dr", "Mdm" or "A/Prof"."""
+
+    def __init__(
+        self,
+        honorifics: Iterable[Honorific],
+        stop_words: Iterable[str],
+        common_words: Iterable[str],
+        connectors: Iterable[str],
+        max_tokens: int,
+    ) -> None:
+        self.name = "honorific"
+        self._honorifics = {h.name: h for h in honorifics}
+        self._stop = frozenset(w.casefold() for w in stop_words)
+        self._common = frozenset(w.casefold() for w in common_words) | self._stop
+        self._max_tokens = max_tokens
+        titles = "|".join(regex.escape(t) for t in sorted(self._honorifics, key=len, reverse=True))
+        after = rf"(?:(?P<dot>\.){DOTTED_GAP.pattern}|{GAP.pattern})"  # "Dr.Tan", "Dr. Tan", "Dr Tan"
+        self._title = regex.compile(rf"(?i)(?<![\w/])(?P<title>{titles}){after}")
+        joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
+        self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
+
+    @classmethod
+    def from_rules(cls, rules_dir: Path) -> "HonorificDetector":
+        """Build from rules/honorifics.toml, common_words.txt and name_connectors.txt."""
+        path = rules_dir / "honorifics.toml"
+        rules = tomllib.loads(path.read_text(encoding="utf-8"))
+        honorifics = []
+        for entry in rules["honorific"]:
+            if entry["category"] not in CATEGORIES:
+                raise ValueError(f"{path}: honorific '{entry['name']}' has unknown category '{entry['category']}'")
+            not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
+            honorifics.append(Honorific(entry["name"].casefold(), entry["category"], entry["strong"], not_before))
+        return cls(
+            honorifics,
+            stop_words=rules["stop_words"],
+            common_words=read_word_list(rules_dir / "common_words.txt"),
+            connectors=read_word_list(rules_dir / "name_connectors.txt"),
+            max_tokens=rules["max_tokens"],
+        )
+
+    def __call__(self, text: str, record: PatientRecord) -> list[Span]:
+        spans = []
+        all_caps = text.isupper()
+        for match in self._title.finditer(text):
+            title = match.group("title")
+            honorific = self._honorifics[title.casefold()]
+            tokens = self._tokens(text, match.end())
+            # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
+            # mitral regurgitation), so it needs a name-like word after it, as a weak title does.
+            abbreviation = title.isupper() and not all_caps
+            strong = (honorific.strong and not abbreviation) or match.group("dot") is not None
+            end = self._name_end(tokens, honorific, strong, _capitalised(title))
+            if end is not None:
+                spans.append(Span(tokens[0].start, end, honorific.category, self.name, honorific.name))
+        return spans
+
+    def _tokens(self, text: str, pos: int) -> list[Token]:
+        """The run of words and connectors from `pos`, separated by spaces on the same line."""
+        tokens: list[Token] = []
+        while len(tokens) < self._max_tokens:
+            match = self._connector.match(text, pos) or WORD.match(text, pos)
+            if match is None:
+                break
+            connector = match.re is self._connector
+            dotted = not connector and match.group("dot") is not None
+            tokens.append(Token(match.start(), match.end("word"), match.group("word"), dotted, connector))
+            gap = (DOTTED_GAP if dotted else GAP).match(text, match.end())
+            if gap is None:
+                break
+            pos = gap.end()
+        return tokens
+
+    def _name_end(self, tokens: list[Token], honorific: Honorific, strong: bool, title_capitalised: bool) -> int | None:
+        """Where the name starting at tokens[0] ends, or None if the title is not followed by one."""
+        end = None
+        has_word = False  # initials alone are a name only after a strong title ("Mr K.")
+        for i, token in enumerate(tokens):
+            if token.connector:
+                continue  # kept only if the word after it is taken
+            key = token.word.casefold()
+            if self._is_initial(token, key, after_strong_title=i == 0 and strong):
+                end = token.end
+                continue
+            if key in self._stop or key in self._honorifics:
+                break
+            if i > 0 and tokens[i - 1].connector:
+                taken = True  # "binte Ali": a connector announces a name, common word or not
+            elif not has_word:
+                taken = strong or self._looks_like_name(token, key, honorific, title_capitalised)
+            else:
+                taken = _capitalised(token.word) or key not in self._common
+            if not taken:
+                break
+            end, has_word = token.end, True
+            if token.dotted:
+                break  # a period after a whole word ends the sentence, and the name with it
+        return end if has_word or strong else None
+
+    def _is_initial(self, token: Token, key: str, after_strong_title: bool) -> bool:
+        """One letter; a lower-case "a" or "i" counts only straight after a strong title ("mr a tan")."""
+        if len(key) != 1:
+            return False
+        return token.dotted or token.word.isupper() or key not in self._stop or after_strong_title
+
+    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title_capitalised: bool) -> bool:
+        """Whether the word after a weak title ("ms", "general") is a name rather than a noun."""
+        if key in honorific.not_before:
+            return False
+        return key not in self._common or (title_capitalised and _capitalised(token.word))
+
+
+def _capitalised(word: str) -> bool:
+    """"Tan", "McDonald", "O'Brien": case carries information, unlike "TAN" in an all-caps note."""
+    return word[:1].isupper() and not word.isupper()

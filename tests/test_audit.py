@@ -1,0 +1,84 @@
+"""Audit commands against a real SQLite source and target."""
+
+import json
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from anonymizer.cli import app
+from anonymizer.config import load_config
+from anonymizer.run import run
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def done(hospital):
+    """The fixture hospital, anonymized once."""
+    run(load_config(hospital))
+    return hospital
+
+
+def set_target_text(config_path, note_id, text):
+    engine = sa.create_engine(load_config(config_path).target.url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE anonymized_notes SET text = :t WHERE note_id = :n"), dict(t=text, n=note_id))
+    engine.dispose()
+
+
+def test_leaks_clean_target_exits_0(done):
+    result = runner.invoke(app, ["audit", "leaks", "--config", str(done)])
+    assert result.exit_code == 0, result.output
+
+
+def test_planted_leak_is_found_with_exit_1_and_no_values_unless_asked(done):
+    set_target_text(done, "11", "[PATIENT] Antonete, NRIC s 1234567 d, call +65-9123-4567, born 12 Mar 1950")
+    result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
+    assert result.exit_code == 1
+    findings = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {f["field"] for f in findings} >= {"name", "identifier", "phone", "date"}
+    assert all(f["note_id"] == "11" and "value" not in f for f in findings)
+    shown = runner.invoke(app, ["audit", "leaks", "--show-values", "--config", str(done)])
+    assert "Antonete" in shown.stdout
+
+
+def test_tags_themselves_are_not_leaks(done):
+    # A patient whose name is close to a tag word must not be "found" in the tag.
+    set_target_text(done, "11", "[PATIENT] [PATIENT] [DATE]")
+    assert runner.invoke(app, ["audit", "leaks", "--config", str(done)]).exit_code == 0
+
+
+def test_summary_counts_categories_detectors_and_silent_notes(done):
+    result = runner.invoke(app, ["audit", "summary", "--json", "--config", str(done)])
+    assert result.exit_code == 0, result.output
+    [report] = json.loads(result.stdout)
+    assert report["notes_done"] == 5 and report["notes_failed"] == 0
+    assert report["spans_by_category"]["PATIENT"] >= 3
+    assert report["spans_by_detector"]["record"] >= report["spans_only_by"]["record"] > 0
+    assert report["notes_without_detection"] == 1  # the empty note
+    assert runner.invoke(app, ["audit", "summary", "--run", "99", "--config", str(done)]).exit_code == 2
+
+
+def test_note_view_shows_detections_beside_the_anonymized_text(done):
+    result = runner.invoke(app, ["audit", "note", "10", "--config", str(done)])
+    assert result.exit_code == 0, result.output
+    assert "PATIENT: record:name" in result.stdout and "[PATIENT]" in result.stdout
+    assert runner.invoke(app, ["audit", "note", "999", "--config", str(done)]).exit_code == 2
+
+
+def test_sample_is_reproducible_and_review_imports(done, tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (first, second):
+        assert runner.invoke(app, ["audit", "sample", "--n", "3", "--seed", "7", "--out", str(path), "--config", str(done)]).exit_code == 0
+    assert first.read_text() == second.read_text()
+    items = [json.loads(line) for line in first.read_text().splitlines()]
+    assert len(items) == 3 and all("text" in i and "detections" in i for i in items)
+    items[0]["missed"] = [{"start": 0, "end": 2, "category": "NAME"}]
+    if items[0]["detections"]:
+        items[0]["wrong"] = [items[0]["detections"][0]]
+    first.write_text("".join(json.dumps(i) + "\n" for i in items))
+    result = runner.invoke(app, ["audit", "import-review", str(first), "--config", str(done)])
+    assert result.exit_code == 0 and "imported 1 missed" in result.stdout
+    first.write_text('{"note_id": 1, "text": "ab", "missed": [{"start": 0, "end": 9}]}\n')
+    assert runner.invoke(app, ["audit", "import-review", str(first), "--config", str(done)]).exit_code == 2

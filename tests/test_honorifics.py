@@ -1,0 +1,107 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from anonymizer.detectors.honorifics import Honorific, HonorificDetector
+from anonymizer.record import PatientRecord
+from anonymizer.resources import data_dir
+
+RECORD = PatientRecord("1")
+
+
+@pytest.fixture(scope="module")
+def honorifics():
+    return HonorificDetector.from_rules(data_dir("rules"))
+
+
+def found(detector, text):
+    return [text[s.start : s.end] for s in detector(text, RECORD)]
+
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("Dr. K H Tan", ["K H Tan"]),
+        ("Dr. K. H. Tan reviewed", ["K. H. Tan"]),
+        ("seen by Dr. K.H. Tan.", ["K.H. Tan"]),
+        ("Mdm Siti binte Ali", ["Siti binte Ali"]),
+        ("Mr. Ravi s/o Kumar", ["Ravi s/o Kumar"]),
+        ("dr o'brien", ["o'brien"]),
+        ("Prof Lee-Wong", ["Lee-Wong"]),
+        ("A/Prof Tan Wei Ming", ["Tan Wei Ming"]),
+        ("mr a tan", ["a tan"]),
+        ("Dr.Tan", ["Tan"]),
+        ("Mr K.", ["K"]),
+    ],
+)
+def test_name_tokens_after_a_title(honorifics, text, names):
+    assert found(honorifics, text) == names
+
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("dr healey aware", ["healey"]),
+        ("Dr Smith to see pt", ["Smith"]),
+        ("DR HEALEY AWARE", ["HEALEY"]),
+        ("Seen by Dr. James Low today", ["James Low"]),
+        ("Dr Tan's clinic", ["Tan"]),
+        ("Dr Tan\nPlan: review", ["Tan"]),
+        ("Dr Tan. Plan", ["Tan"]),
+        ("Mr and Mrs Tan", ["Tan"]),
+        ("spoke to Dr Tan Mr Lim", ["Tan", "Lim"]),
+    ],
+)
+def test_name_stops_at_ordinary_words(honorifics, text, names):
+    assert found(honorifics, text) == names
+
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("general anaesthesia", []),
+        ("under General Anaesthesia", []),
+        ("Gen Surg", []),
+        ("ms improving, MS flare", []),
+        ("ms tan seen", ["tan"]),
+        ("Ms Low came", ["Low"]),
+        ("gen. tan", ["tan"]),
+        ("Col. Lim", ["Lim"]),
+        ("mild MR grade 2, MS noted", []),
+        ("MILD MR NOTED; MR TAN SEEN", ["TAN"]),
+        ("seen by DR TAN", ["TAN"]),
+    ],
+)
+def test_weak_titles_need_a_name_like_word(honorifics, text, names):
+    assert found(honorifics, text) == names
+
+
+@pytest.mark.parametrize("text", ["Dr", "Dr 5", "dr123", "mri", "drive to", "Mr\nTan", "Dr. to see"])
+def test_no_name(honorifics, text):
+    assert found(honorifics, text) == []
+
+
+def test_category_rule_and_that_the_title_stays(honorifics):
+    text = "A/Prof. Goh and Mdm Lim"
+    spans = honorifics(text, RECORD)
+    assert [(text[s.start : s.end], s.category, s.source) for s in spans] == [
+        ("Goh", "DOCTOR", "honorific:a/prof"),
+        ("Lim", "NAME", "honorific:mdm"),
+    ]
+
+
+def test_rules_come_from_the_constructor():
+    detector = HonorificDetector(
+        [Honorific("capt", "NAME", strong=True)], stop_words=["aware"], common_words=[], connectors=[], max_tokens=2
+    )
+    assert found(detector, "capt haddock archibald x aware; dr who") == ["haddock archibald"]
+
+
+TITLE_HEAVY = st.lists(
+    st.sampled_from(["Dr", "dr.", "MR", "Ms", "gen", "Tan", "K.", "H", "binte", "s/o", "aware", ".", "\n"])
+)
+
+
+@given(st.one_of(st.text(max_size=200), TITLE_HEAVY.map(" ".join)))
+def test_never_fails_and_stays_in_bounds(honorifics, text):
+    for span in honorifics(text, RECORD):
+        assert 0 <= span.start < span.end <= len(text)

@@ -1,0 +1,76 @@
+import logging
+
+import pytest
+from hypothesis import given, strategies as st
+
+from anonymizer.detectors.lists import ListDetector, load_list_file
+from anonymizer.record import PatientRecord
+
+RECORD = PatientRecord("1")
+LISTS = {
+    "DOCTOR": ["Healey", "Tan Wei Ming"],
+    "HOSPITAL": ["Tan Tock Seng Hospital", "TTSH", "SGH"],
+    "LOCATION": ["Tan Tock Seng", "Ang Mo Kio", "Ang Mo Kio Avenue 3", "Novena   "],
+}
+
+
+@pytest.fixture(scope="module")
+def lists():
+    return ListDetector(LISTS)
+
+
+def found(detector, text):
+    return [(text[s.start : s.end], s.category, s.source) for s in detector(text, RECORD)]
+
+
+def test_entries_match_ignoring_case_and_whitespace(lists):
+    text = "Seen at tan  tock\nseng HOSPITAL by dr HEALEY; lives near Novena."
+    assert found(lists, text) == [
+        ("tan  tock\nseng HOSPITAL", "HOSPITAL", "lists:hospital"),
+        ("HEALEY", "DOCTOR", "lists:doctor"),
+        ("Novena", "LOCATION", "lists:location"),
+    ]
+
+
+def test_longest_entry_wins(lists):
+    text = "Ang Mo Kio Avenue 3 and Ang Mo Kio Avenue 9; Tan Tock Seng area"
+    assert [t for t, _, _ in found(lists, text)] == ["Ang Mo Kio Avenue 3", "Ang Mo Kio", "Tan Tock Seng"]
+
+
+def test_only_whole_words(lists):
+    assert found(lists, "TTSHx, sghospital, Healeys, xTan Wei Ming") == []
+
+
+def test_an_entry_in_two_lists_keeps_the_higher_priority_category():
+    detector = ListDetector({"LOCATION": ["Farrer Park"], "HOSPITAL": ["farrer  park"]})
+    assert found(detector, "at Farrer Park") == [("Farrer Park", "HOSPITAL", "lists:hospital")]
+
+
+def test_short_entries_are_ignored_and_counted_without_their_text(caplog):
+    with caplog.at_level(logging.INFO, logger="anonymizer.detectors.lists"):
+        detector = ListDetector({"LOCATION": ["SG", "  ", "Bedok"]})
+    assert found(detector, "SG Bedok") == [("Bedok", "LOCATION", "lists:location")]
+    assert "ignored 2 LOCATION entries" in caplog.text
+    assert "SG" not in caplog.text
+
+
+def test_no_entries_means_no_spans():
+    assert ListDetector({})("anything", RECORD) == []
+    assert ListDetector({"DOCTOR": ["Dr"]})("Dr Dr", RECORD) == []
+
+
+def test_load_list_file(tmp_path):
+    path = tmp_path / "places.txt"
+    path.write_text("\ufeff# places in Singapore\nBedok  \n\n  Blk 5 #02-01\nTampines\n", encoding="utf-8")
+    assert load_list_file(path) == ["Bedok", "  Blk 5 #02-01", "Tampines"]
+
+
+ENTRIES = st.lists(st.text(min_size=1, max_size=15), max_size=8)
+
+
+@given(st.text(max_size=200), ENTRIES, ENTRIES)
+def test_never_fails_and_stays_in_bounds(text, doctors, places):
+    detector = ListDetector({"DOCTOR": doctors, "LOCATION": places + [text[:10]]})
+    for span in detector(text, RECORD):
+        assert 0 <= span.start < span.end <= len(text)
+        assert span.category in ("DOCTOR", "LOCATION")

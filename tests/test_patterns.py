@@ -1,0 +1,245 @@
+"""The regex detector: the rule cases in tests/data/pattern_cases.toml, hooks, rule loading, safety."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anonymizer.detectors.patterns import (
+    RULE_FILES,
+    ContextException,
+    PatternDetector,
+    PatternTimeout,
+    Rule,
+    expand,
+    load_rules,
+    nric_checksum,
+    phone_digit_count,
+)
+from anonymizer.record import empty_record
+from anonymizer.resources import data_dir
+from anonymizer.spans import CATEGORIES, union
+
+RULES_DIR = data_dir("rules")
+CASES = tomllib.loads((Path(__file__).parent / "data" / "pattern_cases.toml").read_text(encoding="utf-8"))
+EXCEPTION_CASES = [case for case in CASES["case"] if "exception" in case]
+RECORD = empty_record("p1")
+
+
+@pytest.fixture(scope="module")
+def rules() -> list[Rule]:
+    return load_rules(RULES_DIR)
+
+
+@pytest.fixture(scope="module")
+def detector(rules: list[Rule]) -> PatternDetector:
+    return PatternDetector(rules)
+
+
+def flagged(detector: PatternDetector, text: str) -> list[str]:
+    """What a reader of the merged spans sees: "CATEGORY text" for each."""
+    return [f"{m.category} {text[m.start:m.end]}" for m in union(detector(text, RECORD))]
+
+
+def case_id(case: dict) -> str:
+    return case["text"][:50]
+
+
+def keeping(rules: list[Rule], keep: Callable[[ContextException], bool]) -> PatternDetector:
+    """A detector whose rules keep only the exceptions that `keep` selects."""
+    return PatternDetector([dataclasses.replace(r, exceptions=tuple(filter(keep, r.exceptions))) for r in rules])
+
+
+# --- The cases ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES["case"], ids=case_id)
+def test_case(detector: PatternDetector, case: dict) -> None:
+    assert flagged(detector, case["text"]) == case["expect"]
+    fired = {span.rule for span in detector(case["text"], RECORD)}
+    assert set(case.get("rules", ())) <= fired
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.xfail(reason=c["why"], strict=True)) for c in CASES["known_failure"]],
+    ids=case_id,
+)
+def test_known_failure(detector: PatternDetector, case: dict) -> None:
+    assert flagged(detector, case["text"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", EXCEPTION_CASES, ids=case_id)
+def test_exception_alone_keeps_the_case_unflagged(rules: list[Rule], case: dict) -> None:
+    alone = keeping(rules, lambda e: e.name == case["exception"])
+    assert flagged(alone, case["text"]) == case["expect"]
+    assert flagged(keeping(rules, lambda e: False), case["text"]) != case["expect"], "no rule matches anyway"
+
+
+def test_every_rule_has_a_positive_case(rules: list[Rule]) -> None:
+    covered = {name for case in CASES["case"] for name in case.get("rules", ())}
+    assert {rule.name for rule in rules} == covered
+
+
+def test_every_exception_has_a_case() -> None:
+    context = tomllib.loads((RULES_DIR / "context.toml").read_text(encoding="utf-8"))
+    assert {e["name"] for e in context["exception"]} == {case["exception"] for case in EXCEPTION_CASES}
+
+
+@pytest.mark.parametrize("text", ["vomiting 2/7", "LOW 1/12", "BP 120/70", "5/325", "percocet 5/325", "1500H"])
+def test_seed_003_false_positives_are_not_dates(detector: PatternDetector, text: str) -> None:
+    assert [span for span in detector(text, RECORD) if span.category == "DATE"] == []
+
+
+def test_date_pattern_finds_every_date_of_the_cases(detector: PatternDetector, rules: list[Rule]) -> None:
+    date_rules = {rule.name for rule in rules if rule.category == "DATE"}
+    for case in CASES["case"]:
+        text = case["text"]
+        for expected in case["expect"]:
+            category, value = expected.split(" ", 1)
+            if category != "DATE":
+                continue
+            start = text.index(value)
+            found = [m for m in detector.date_pattern.finditer(text) if m.start() <= start < m.end()]
+            assert found and found[0].lastgroup in date_rules, expected
+
+
+def test_a_valid_nric_is_explained_by_the_checksum_rule_alone(detector: PatternDetector) -> None:
+    assert [(s.rule, s.detector) for s in detector("S8076606H", RECORD)] == [("nric", "regex")]
+
+
+# --- Validation hooks --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["S8076606H", "S1234567D", "T0123456G", "F1234567N", "G4549883U", "M1234567K", "M3960741N", "s8076606h"]
+)
+def test_nric_checksum_accepts(value: str) -> None:
+    assert nric_checksum(value)
+
+
+@pytest.mark.parametrize("value", ["S1179607H", "M1234567N", "X1234567D", "S123456D", "S12345678"])
+def test_nric_checksum_rejects(value: str) -> None:
+    assert not nric_checksum(value)
+
+
+@pytest.mark.parametrize(("value", "valid"), [("+65 6123 4567", True), ("+1 23", False), ("+12 3456 7890 1234 56", False)])
+def test_phone_digit_count(value: str, valid: bool) -> None:
+    assert phone_digit_count(value) is valid
+
+
+# --- Loading the rules -------------------------------------------------------------------------
+
+
+def rules_dir_with(tmp_path: Path, filename: str, extra: str) -> Path:
+    """A copy of the shipped rules with `extra` appended to `filename`."""
+    for name in RULE_FILES:
+        shutil.copy(RULES_DIR / name, tmp_path / name)
+    with (tmp_path / filename).open("a", encoding="utf-8") as file:
+        file.write(extra)
+    return tmp_path
+
+
+def test_a_hospital_adds_its_own_identifier_format(tmp_path: Path) -> None:
+    extra = """
+[[pattern]]
+name = "hospital_case_number"
+category = "ID"
+regex = '\\bCN-\\d{4}-\\d{5}\\b'
+"""
+    detector = PatternDetector.from_rules(rules_dir_with(tmp_path, "patterns.toml", extra))
+    assert flagged(detector, "case CN-2019-00042 reviewed") == ["ID CN-2019-00042"]
+    assert "hospital_case_number" in {span.rule for span in detector("case CN-2019-00042", RECORD)}
+
+
+@pytest.mark.parametrize(
+    ("filename", "extra", "message"),
+    [
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "a"\nvalidate = "luhn"\n', "unknown validation hook"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "(a)"\n', "capturing groups"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "PLACE"\nregex = "a"\n', "unknown category"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "{nope}"\n', "unknown component"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "(?:"\n', "invalid expression"),
+        ("patterns.toml", '[[pattern]]\nname = "Bad-Name"\ncategory = "ID"\nregex = "a"\n', "lower_snake_case"),
+        ("dates.toml", '[[pattern]]\nname = "nric"\ncategory = "ID"\nregex = "a"\n', "defined twice"),
+        ("context.toml", '[[exception]]\nname = "x"\napplies_to = ["DATES"]\nafter = "a"\n', "unknown categories"),
+        ("context.toml", '[[exception]]\nname = "x"\napplies_to = ["DATE"]\n', "needs at least one"),
+        ("context.toml", '[[exceptions]]\nname = "x"\n', "unknown sections"),
+    ],
+)
+def test_rule_errors_name_the_problem(tmp_path: Path, filename: str, extra: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_rules(rules_dir_with(tmp_path, filename, extra))
+
+
+def test_expand_resolves_nested_components_and_leaves_regex_braces_alone() -> None:
+    assert expand(r"{a}\p{L}\d{2}", {"a": "x{b}", "b": "y"}) == r"xy\p{L}\d{2}"
+
+
+@pytest.mark.parametrize(("source", "message"), [("{a}", "refers to itself"), ("{c}", "unknown component")])
+def test_expand_rejects_cycles_and_unknown_names(source: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        expand(source, {"a": "{b}", "b": "{a}"})
+
+
+def test_the_year_pattern_can_be_switched_off() -> None:
+    detector = PatternDetector.from_rules(RULES_DIR, disabled=["year"])
+    assert detector("S/P MI 1992", RECORD) == []
+    assert detector.date_pattern.search("S/P MI 1992") is None
+
+
+def test_disabling_an_unknown_pattern_is_an_error() -> None:
+    with pytest.raises(ValueError, match="yaer"):
+        PatternDetector.from_rules(RULES_DIR, disabled=["yaer"])
+
+
+# --- Safety: time budget, adversarial input, arbitrary text ------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [0.0, 1e-4])
+def test_timeout_is_reported_without_the_note_text(rules: list[Rule], timeout: float) -> None:
+    text = "NRIC S8076606H seen 12/03/2019 " * 30_000
+    with pytest.raises(PatternTimeout) as raised:
+        PatternDetector(rules, timeout=timeout)(text, RECORD)
+    assert str(len(text)) in str(raised.value)
+    assert "S8076606H" not in str(raised.value)
+
+
+ADVERSARIAL = {
+    "digits": "1" * 100_000,
+    "digits and spaces": "1 " * 50_000,
+    "digits and slashes": "1/" * 50_000,
+    "date chain": "12/03/" * 17_000,
+    "random digits, spaces, slashes": "".join(random.Random(0).choices("0123456789 /.-:\t", k=100_000)),
+    "plus signs": "+1 " * 34_000,
+    "dotted words": "a." * 50_000,
+    "word run": "a" * 100_000,
+    "labels": "MRN: " * 20_000,
+    "month names": "mar 1 " * 17_000,
+}
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_100kb_notes_finish_within_the_budget(detector: PatternDetector, text: str) -> None:
+    detector(text, RECORD)  # raises PatternTimeout otherwise
+
+
+TOKENS = ["12", "3", "2019", "/", "-", ".", ":", " ", "\t", "\n", "Mar", "march", "the", "3rd", "'", "+65", "@",
+          "www.", "yo", "age", "95", "MRN", "S8076606H", "x", "BP", "fever", "at", "ml"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS) | st.text(max_size=4), max_size=40).map("".join))
+def test_any_text_gives_spans_within_bounds(detector: PatternDetector, text: str) -> None:
+    names = {rule.name for rule in detector.rules}
+    for span in detector(text, RECORD):
+        assert 0 <= span.start < span.end <= len(text)
+        assert span.category in CATEGORIES and span.detector == "regex" and span.rule in names
