@@ -31,7 +31,17 @@ def test_ratio_threshold_follows_seed_003(names):
 def test_connectors_are_not_names_and_short_tokens_match_exactly(names):
     record = PatientRecord("1", names=("Siti binte Ali", "Ravi s/o Kumar", "Ng"))
     text = "binte bin s o Siti Ali; kumr; NG tube, nag"
-    assert found(names, text, record) == ["Siti", "Ali", "kumr", "NG"]
+    assert found(names, text, record) == ["Siti Ali", "kumr", "NG"]
+
+
+def test_a_name_is_one_span_across_connectors_and_initials(names):
+    record = PatientRecord("1", names=("Wei-Xin", "Tan"), relatives=())
+    text = "consent by W X Tan; TAN W.X. seen; Tan, W. ok; Mdm Siti bte Ali; a tan w"
+    assert found(names, text, record) == ["W X Tan", "TAN W.X", "Tan, W", "tan w"]
+    record = PatientRecord("2", names=("Siva", "s/o Bala"))
+    assert found(names, "siva s/o bala; SIVA S/O BALA", record) == ["siva s/o bala", "SIVA S/O BALA"]
+    record = PatientRecord("2", names=("Siti", "binte Ali"))
+    assert found(names, "Mdm Siti bte Ali came", record) == ["Siti bte Ali"]
 
 
 def test_relatives_get_their_own_category():

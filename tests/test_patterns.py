@@ -164,6 +164,7 @@ regex = '\\bCN-\\d{4}-\\d{5}\\b'
     ("filename", "extra", "message"),
     [
         ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "a"\nvalidate = "luhn"\n', "unknown validation hook"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "a"\nvalidat = "luhn"\n', "unknown keys"),
         ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "(a)"\n', "capturing groups"),
         ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "PLACE"\nregex = "a"\n', "unknown category"),
         ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "{nope}"\n', "unknown component"),

@@ -32,6 +32,8 @@ class NameTokens:
         # "s/o" does not leave the one-letter tokens "s" and "o" behind.
         alternatives = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True))
         self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{alternatives})(?![\w/])")
+        # What may stand between two parts of one name: "Tan, W.", "Siti bte Ali", "O'Brien".
+        self.gap = regex.compile(rf"(?i)[\s.,'’\-]*(?:(?:{alternatives})[\s.]+)?")
 
     def __call__(self, values: Iterable[str]) -> tuple[str, ...]:
         tokens: dict[str, None] = {}
@@ -57,14 +59,14 @@ class RecordNames:
     def from_rules(cls, rules_dir: Path, field: str, category: str, threshold: float) -> "RecordNames":
         return cls(field, category, threshold, NameTokens(read_word_list(rules_dir / "name_connectors.txt")))
 
-    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray]:
+    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray, frozenset[str]]:
         tokens = self._tokens(getattr(record, self._field))
         short = frozenset(t for t in tokens if len(t) <= SHORT)
         long = [t for t in tokens if len(t) > SHORT]
-        return short, long, np.array([len(t) for t in long])
+        return short, long, np.array([len(t) for t in long]), frozenset(t[0] for t in tokens)
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
-        short, long, long_lengths = self._index(record)
+        short, long, long_lengths, initials = self._index(record)
         if not short and not long:
             return []
         matches = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
@@ -75,7 +77,49 @@ class RecordNames:
             words = list({w for _, _, w in matches if len(w) > SHORT})
             if words:
                 hits.update(self._variants(words, long, long_lengths))
-        return [Span(s, e, self._category, "record", self._rule) for s, e, w in matches if w in hits]
+        flagged = [w in hits for _, _, w in matches]
+        if not any(flagged):
+            return []
+        self._add_initials(text, matches, flagged, initials)
+        return self._join(text, matches, flagged)
+
+    def _add_initials(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], initials: frozenset[str]) -> None:
+        """Flag one-letter initials of the record's names written next to a flagged name ("W X Tan")."""
+        for order in (range(len(matches)), range(len(matches) - 1, -1, -1)):
+            previous = None
+            for i in order:
+                start, end, word = matches[i]
+                if (
+                    not flagged[i]
+                    and previous is not None
+                    and len(word) == 1
+                    and word in initials
+                    and "/" not in text[max(start - 1, 0) : end + 1]  # the "s" of "s/o" is no initial
+                    and text[start].isupper() == text[matches[previous][0]].isupper()
+                    and self._adjacent(text, matches[min(i, previous)], matches[max(i, previous)])
+                ):
+                    flagged[i] = True
+                previous = i if flagged[i] else None
+
+    def _adjacent(self, text: str, left: tuple[int, int, str], right: tuple[int, int, str]) -> bool:
+        return self._tokens.gap.fullmatch(text, left[1], right[0]) is not None
+
+    def _join(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool]) -> list[Span]:
+        """One span per run of flagged words joined only by spaces, initials' periods or connectors."""
+        spans: list[Span] = []
+        current: list[int] | None = None
+        for (start, end, _), hit in zip(matches, flagged):
+            if not hit:
+                continue
+            if current is not None and self._tokens.gap.fullmatch(text, current[1], start):
+                current[1] = end
+                continue
+            if current is not None:
+                spans.append(Span(current[0], current[1], self._category, "record", self._rule))
+            current = [start, end]
+        if current is not None:
+            spans.append(Span(current[0], current[1], self._category, "record", self._rule))
+        return spans
 
     def _variants(self, words: list[str], tokens: list[str], token_lengths: np.ndarray) -> list[str]:
         """The words within the edit-distance ratio of any token, in one vectorised pass."""

@@ -19,6 +19,7 @@ from anonymizer.record import PatientRecord, per_record
 from anonymizer.spans import Span
 
 MIN_IDENTIFIER = 4  # shorter "identifiers" would match ordinary words ("ng", "pt")
+MIN_ID_DIGITS = 6  # an identifier's digits alone count when they are at least this long
 MIN_PHONE_DIGITS = 7  # the shortest tail of a number that still identifies it
 
 NOT_ALNUM_BEFORE = r"(?<![^\W_])"
@@ -98,7 +99,7 @@ def _build_index(record: PatientRecord) -> _Index:
     dates = frozenset((d.year, d.month, d.day) for d in record.dates)
     patterns = []
     for rule, category, alternatives in (
-        ("identifier", "ID", [p for value in record.identifiers if (p := _identifier(value))]),
+        ("identifier", "ID", [p for value in record.identifiers for form in _identifier_forms(value) if (p := _identifier(form))]),
         ("phone", "PHONE", [p for value in record.phones if (p := _phone(value))]),
         ("date", "DATE", [p for date in dates for p in _compact_dates(*date)]),
         ("address", "LOCATION", [p for value in record.addresses for p in _address(value)]),
@@ -107,6 +108,13 @@ def _build_index(record: PatientRecord) -> _Index:
             ordered = sorted(set(alternatives), key=len, reverse=True)  # longer renderings first
             patterns.append((rule, category, regex.compile(f"(?i)(?:{'|'.join(ordered)})")))
     return _Index(tuple(patterns), dates, frozenset(day for _, _, day in dates))
+
+
+def _identifier_forms(value: str) -> list[str]:
+    """The identifier, and its digits alone when they are long enough to identify on their own:
+    notes often drop a prefix ("(7569215)" for MRN7569215)."""
+    digits = max(regex.findall(r"\d+", value), key=len, default="")
+    return [value, digits] if len(digits) >= MIN_ID_DIGITS and digits != value else [value]
 
 
 def _identifier(value: str) -> str | None:
