@@ -88,6 +88,7 @@ class NoteView:
     anonymized_text: str | None
     spans: list[tuple[int, int, str, str]]  # start, end, category, detectors
     failure: str | None
+    replacements: list[str | None] = field(default_factory=list)  # what each span became: tag or surrogate
 
 
 def note_view(config: Config, target: Target, note_id: str) -> NoteView:
@@ -103,7 +104,54 @@ def note_view(config: Config, target: Target, note_id: str) -> NoteView:
             .order_by(t.spans.c.start)
         ).all()
         failure = conn.execute(sa.select(t.failures.c.reason).where(t.failures.c.note_id == note_id)).scalar_one_or_none()
-    return NoteView(note_id, note.text, text, [tuple(r) for r in rows], failure)
+    spans = [tuple(r) for r in rows]
+    replacements = _replacements(config, note, text, spans) if text is not None else [None] * len(spans)
+    return NoteView(note_id, note.text, text, spans, failure, replacements)
+
+
+def _replacements(config: Config, note, released: str, spans: list[tuple]) -> list[str | None]:
+    """What each stored span became in the released text.
+
+    In surrogate mode with the secret at hand, the surrogates are recomputed from the record (and
+    kept only if they rebuild the stored text exactly); otherwise they are read off the released
+    text, between the unchanged stretches around each span.  None where that is ambiguous.
+    """
+    from anonymizer.spans import MergedSpan
+
+    merged = [MergedSpan(start, end, category, tuple(detectors.split(","))) for start, end, category, detectors in spans]
+    if config.replace.mode == "surrogates":
+        try:
+            from anonymizer.surrogates import build_replacer
+
+            rules = data_dir("rules")
+            date_pattern = PatternDetector.from_rules(rules).date_pattern
+            replacer = build_replacer(config.replace, rules, date_pattern, config.detectors.name_threshold)
+            record = Source(config).records([note.patient_id])[note.patient_id]
+            values = replacer.surrogates(note.text, merged, record)
+            if _rebuild(note.text, merged, values) == released:
+                return list(values)
+        except ConfigError:
+            pass  # no secret here: read the surrogates off the text instead
+    return _align(note.text, merged, released)
+
+
+def _rebuild(text: str, spans, values) -> str:
+    parts, position = [], 0
+    for span, value in zip(spans, values):
+        parts += [text[position : span.start], value]
+        position = span.end
+    return "".join(parts + [text[position:]])
+
+
+def _align(text: str, spans, released: str) -> list[str | None]:
+    """Each span's replacement, as the stretch of `released` between the unchanged text around it."""
+    gaps = [text[(spans[i - 1].end if i else 0) : s.start] for i, s in enumerate(spans)] + [text[spans[-1].end :] if spans else text]
+    pattern = "(.*?)".join(regex.escape(g) for g in gaps)
+    try:
+        found = regex.fullmatch(pattern, released, flags=regex.DOTALL, timeout=1.0)
+    except TimeoutError:
+        found = None
+    return list(found.groups()) if found else [None] * len(spans)
 
 
 @dataclass(frozen=True)

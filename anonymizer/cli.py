@@ -21,6 +21,7 @@ from rich.text import Text
 from anonymizer import audit
 from anonymizer.config import Config, ConfigError, load_config
 from anonymizer.run import RunSummary, reprocess as reprocess_job, run as run_job
+from anonymizer.source import DBAPIError, database_error
 from anonymizer.spans import CATEGORIES
 from anonymizer.target import Target
 
@@ -78,6 +79,8 @@ def run(
         summary = run_job(load_config(config), batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:  # a database failed mid-run: one line, no data; the run is marked failed
+        raise fail(str(database_error(exc, "run failed"))) from None
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -93,6 +96,7 @@ def print_summary(summary: RunSummary, dry_run: bool) -> None:
         ("anonymized", summary.done),
         ("skipped (unchanged)", summary.skipped),
         ("failed", summary.failed),
+        ("without a patient record", summary.no_record),
     ):
         table.add_row(label, f"{value:,}")
     for category in CATEGORIES:
@@ -123,6 +127,8 @@ def reprocess(
         summary = reprocess_job(load_config(config), ids, changed=changed)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "reprocess failed"))) from None
     print_summary(summary, dry_run=False)
 
 
@@ -176,10 +182,12 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
         raise fail(str(exc)) from None
     marked = Text()
     position = 0
-    for start, end, category, detectors in view.spans:
+    replacements = view.replacements or [None] * len(view.spans)
+    for (start, end, category, detectors), replacement in zip(view.spans, replacements):
         marked.append(view.source_text[position:start])
         marked.append(view.source_text[start:end], style="bold reverse")
-        marked.append(f"⟨{category}: {detectors}⟩", style="cyan")
+        chosen = "" if replacement is None or replacement == f"[{category}]" else f" → {replacement}"
+        marked.append(f"⟨{category}: {detectors}{chosen}⟩", style="cyan")
         position = end
     marked.append(view.source_text[position:])
     table = Table(title=f"note {view.note_id}", show_lines=True)

@@ -94,6 +94,31 @@ class RunConfig:
     batch_size: int = 500
 
 
+REPLACE_MODES = ("tags", "surrogates")
+YEAR_MODES = ("keep", "shift")
+
+
+@dataclass(frozen=True)
+class ReplaceConfig:
+    """How spans are replaced: by tags ("[PATIENT]") or by consistent surrogates (anonymizer.surrogates)."""
+
+    mode: str = "tags"  # "tags" or "surrogates"
+    date_shift_min: int = 100  # days every date of a patient moves back: at least this many ...
+    date_shift_max: int = 1000  # ... and at most this many (a per-patient offset from the keyed hash)
+    years: str = "shift"  # a year on its own ("s/p MI 1992"): "keep" it or "shift" it with the dates
+    secret_env: str = "ANONYMIZER_SECRET"  # environment variable holding the key of the surrogates
+
+    def __post_init__(self) -> None:
+        if self.mode not in REPLACE_MODES:
+            raise ConfigError(f"replace.mode: '{self.mode}' is not one of {', '.join(REPLACE_MODES)}")
+        if self.years not in YEAR_MODES:
+            raise ConfigError(f"replace.years: '{self.years}' is not one of {', '.join(YEAR_MODES)}")
+        if not 1 <= self.date_shift_min <= self.date_shift_max:
+            raise ConfigError("replace: need 1 <= date_shift_min <= date_shift_max")
+        if not self.secret_env:
+            raise ConfigError("replace.secret_env: empty variable name")
+
+
 @dataclass(frozen=True)
 class Config:
     source: SourceConfig
@@ -104,6 +129,7 @@ class Config:
     detectors: DetectorsConfig = field(default_factory=DetectorsConfig)
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    replace: ReplaceConfig = field(default_factory=ReplaceConfig)
 
     def digest(self) -> str:
         """Hash of everything that changes the output (not where it is read from or written to)."""

@@ -215,7 +215,11 @@ def load_gold_jsonl(gold: str | Path, config: str | Path | None = None, database
         if item.file:
             path = Path(item.file)
             if not path.is_absolute() and not path.exists():
-                path = config_path.parent / path
+                # relative to the working directory, else to the config's folder or its parent
+                for base in (config_path.parent, config_path.parent.parent):
+                    if (base / item.file).exists():
+                        path = base / item.file
+                        break
             from anonymizer.resources import read_word_list
 
             entries = read_word_list(path)

@@ -194,21 +194,108 @@ def evaluate(
 ) -> dict[str, Counts]:
     """Rows "rules", "classifier" (alone, on every token) and "union" (classifier on what rules left).
 
-    `rules` is e.g. ``Pipeline.rule_spans``; `classifier` an :class:`SvmDetector`.
+    `rules` is e.g. ``Pipeline.rule_spans``; `classifier` an :class:`SvmDetector` (whose
+    ``patient_spans`` is used when it has one, so the patient-level heuristics count too).
     """
     rows: dict[str, Counts] = {}
     if rules is not None:
         rows["rules"] = score_notes(corpus.notes, corpus.records, rules)
     if classifier is not None:
-        rows["classifier"] = score_notes(corpus.notes, corpus.records, lambda t, r: classifier(t, r, []))
+        rows["classifier"] = _score_classifier(corpus, classifier, None)
     if rules is not None and classifier is not None:
-
-        def both(text: str, record: PatientRecord) -> list[Span]:
-            spans = rules(text, record)
-            return spans + classifier(text, record, spans)
-
-        rows["union"] = score_notes(corpus.notes, corpus.records, both)
+        rows["union"] = _score_classifier(corpus, classifier, rules)
     return rows
+
+
+def _score_classifier(corpus: Corpus, classifier, rules: Predict | None) -> Counts:
+    counts = Counts()
+    by_patient: dict[str, list[GoldNote]] = {}
+    for note in corpus.notes:
+        by_patient.setdefault(note.patient_id, []).append(note)
+    for pid, notes in by_patient.items():
+        record = corpus.record(pid)
+        rule_spans = [rules(n.text, record) if rules else [] for n in notes]
+        if hasattr(classifier, "patient_spans"):
+            found = classifier.patient_spans(record, [(n.text, r) for n, r in zip(notes, rule_spans)])
+        else:
+            found = [classifier(n.text, record, r) for n, r in zip(notes, rule_spans)]
+        for note, r, f in zip(notes, rule_spans, found):
+            starts, ends = tokenize(note.text)
+            counts.add(note, overlap_mask(starts, ends, note.spans), spans_to_pred(starts, ends, list(r) + list(f)), starts, ends)
+    return counts
+
+
+def classifier_cost(corpus: Corpus, detector, rules: Predict | None = None, limit: int | None = None) -> dict:
+    """Milliseconds per note for the classifier's feature extraction and its scoring (after warm-up
+    of the per-word cache on the same notes, as in a long run)."""
+    from anonymizer.classifier.features import Tokens
+
+    notes = corpus.notes[:limit] if limit else corpus.notes
+    prepared = [(n.text, corpus.record(n.patient_id), rules(n.text, corpus.record(n.patient_id)) if rules else []) for n in notes]
+    for text, record, spans in prepared:  # warm-up
+        detector(text, record, spans)
+    t0 = time.perf_counter()
+    for text, record, _ in prepared:
+        detector.extractor.context_features(text, Tokens.of(text), record)
+    t1 = time.perf_counter()
+    for text, record, spans in prepared:
+        detector(text, record, spans)
+    t2 = time.perf_counter()
+    n = max(len(prepared), 1)
+    return {
+        "notes": len(prepared),
+        "features_ms_per_note": round(1000 * (t1 - t0) / n, 3),
+        "classifier_ms_per_note": round(1000 * (t2 - t1) / n, 3),
+        "prediction_ms_per_note": round(1000 * max((t2 - t1) - (t1 - t0), 0.0) / n, 3),
+    }
+
+
+def run_evaluation(corpus: Corpus, pipeline=None, cv: int = 0, options=None, timing: bool = True) -> dict:
+    """What ``anonymizer evaluate`` reports: rows, per-category tables, missed phrases, and with
+    ``cv`` > 1 the cross-validated rows and threshold curve (the model is retrained per fold with
+    `options`, default :class:`~anonymizer.classifier.train.TrainingOptions`).
+
+    `pipeline` is an :class:`anonymizer.pipeline.Pipeline` (its rule detectors and classifier)."""
+    rules = pipeline.rule_spans if pipeline is not None else None
+    classifier = getattr(pipeline, "classifier", None)
+    report: dict = {"corpus": corpus.name, "notes": len(corpus.notes), "patients": len({n.patient_id for n in corpus.notes})}
+    if cv and cv > 1:
+        from anonymizer.classifier.train import TrainingOptions, build_dataset
+
+        options = options or TrainingOptions()
+        dataset = build_dataset([corpus], options.feature_classes, rules)
+        result = cross_validate(dataset, options, folds=cv, rules=rules)
+        summary = result.summary()
+        report.update({"cv": cv, "threshold": summary["threshold"], "rows": summary["rows"],
+                       "categories": summary["categories"], "curve": summary["curve"]})
+        report["missed"] = result.counts("union" if rules else "classifier").missed
+        return report
+    rows = evaluate(corpus, rules, classifier)
+    report["rows"] = {name: c.row() for name, c in rows.items()}
+    report["categories"] = {name: c.categories() for name, c in rows.items()}
+    last = rows.get("union") or rows.get("classifier") or rows.get("rules")
+    report["missed"] = last.missed if last else []
+    if timing and classifier is not None:
+        report["cost"] = classifier_cost(corpus, classifier, rules, limit=300)
+    return report
+
+
+def format_report(report: Mapping, missed: bool = True) -> str:
+    """The report as text for the terminal (missed phrases quote the notes: operator's eyes only)."""
+    head = f"{report['corpus']}: {report['notes']} notes, {report['patients']} patients"
+    if report.get("cv"):
+        head += f"; {report['cv']}-fold cross-validation grouped by patient, threshold {report['threshold']}"
+    parts = [head, "", format_rows(report["rows"])]
+    for name, table in report["categories"].items():
+        parts += ["", f"{name}:", format_categories(table)]
+    if report.get("curve"):
+        parts += ["", format_curve(report["curve"])]
+    if report.get("cost"):
+        parts += ["", "classifier cost: " + ", ".join(f"{k} {v}" for k, v in report["cost"].items())]
+    if missed and report.get("missed"):
+        parts += ["", f"missed phrases ({len(report['missed'])}):"]
+        parts += [f"  {nid}\t{cat}\t{text!r}" for nid, cat, text in report["missed"]]
+    return "\n".join(parts)
 
 
 # ------------------------------------------------------------------------------ cross-validation
@@ -226,26 +313,56 @@ class CVResult:
     rule_pred: list[list[str | None]]  # per note: rules' category per token (None = not flagged)
     fold_of_note: list[int]
     seconds: dict[str, float] = field(default_factory=dict)
-    extra: dict[str, list[list[str | None]]] = field(default_factory=dict)  # post-processing additions
 
-    def counts(self, which: str, threshold: float | None = None, extra: str | None = None) -> Counts:
-        """Counts for "rules", "classifier" or "union" at `threshold` (default: the model's)."""
+    post: dict = field(default_factory=dict)  # the recall heuristics (TrainingOptions.postprocess)
+
+    def predictions(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> list[list[str | None]]:
+        """Per note and token: the category predicted by "rules", "classifier" or "union", else None.
+
+        The classifier's recall heuristics (`post`, default: the trained options') are applied
+        exactly as :class:`~anonymizer.classifier.model.SvmDetector` applies them at run time."""
+        from anonymizer.classifier import postprocess
+
         th = self.threshold if threshold is None else threshold
-        total = Counts()
+        post = self.post if post is None else post
+        out: list[list[str | None]] = []
+        scored: list[list[float]] = []
         for k, data in enumerate(self.notes):
+            rules = self.rule_pred[k] if which != "classifier" else [None] * len(data.tokens)
+            if which == "rules":
+                out.append(list(rules))
+                continue
+            flagged = [r if r is not None else (c if s > th else None) for r, s, c in zip(rules, self.scores[k], self.categories[k])]
+            additions: dict[int, str] = {}
+            if post.get("extend_names"):
+                for i, cat in postprocess.extend_names(data.note.text, data.tokens, flagged).items():
+                    additions.setdefault(i, cat)
+            if post.get("relative_cues"):
+                for i, cat in postprocess.relative_cues(data.note.text, data.tokens, flagged).items():
+                    additions.setdefault(i, cat)
+            for i, cat in additions.items():
+                flagged[i] = cat
+            out.append(flagged)
+            scored.append([float("-inf") if r is not None else s for r, s in zip(rules, self.scores[k])])
+        if which != "rules" and post.get("propagate") is not None:
+            by_patient: dict[str, list[int]] = {}
+            for k, data in enumerate(self.notes):
+                by_patient.setdefault(data.note.patient_id, []).append(k)
+            for ks in by_patient.values():
+                if len(ks) < 2:
+                    continue
+                extra = postprocess.propagate([(self.notes[k].tokens, out[k], scored[k]) for k in ks], float(post["propagate"]))
+                for k, add in zip(ks, extra):
+                    for i, cat in add.items():
+                        out[k][i] = cat
+        return out
+
+    def counts(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> Counts:
+        """Counts for "rules", "classifier" or "union" at `threshold` (default: the model's)."""
+        total = Counts()
+        for data, pred in zip(self.notes, self.predictions(which, threshold, post)):
             starts, ends = data.tokens.starts, data.tokens.ends
             gold = overlap_mask(starts, ends, data.note.spans)
-            svm = [c if s > th else None for s, c in zip(self.scores[k], self.categories[k])]
-            rules = self.rule_pred[k]
-            if which == "rules":
-                pred = rules
-            elif which == "classifier":
-                pred = svm
-            else:
-                pred = [r if r is not None else s for r, s in zip(rules, svm)]
-            if extra:
-                add = self.extra[extra][k]
-                pred = [p if p is not None else a for p, a in zip(pred, add)]
             total.add(data.note, gold, pred, starts, ends)
         return total
 
@@ -263,6 +380,7 @@ class CVResult:
 
     def summary(self) -> dict:
         rows = {name: self.counts(name) for name in ("rules", "classifier", "union")}
+        rows["union without heuristics"] = self.counts("union", post={})
         return {
             "folds": self.folds,
             "threshold": self.threshold,
@@ -323,9 +441,12 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
         seconds["fit"] += t1 - t0
         seconds["score"] += time.perf_counter() - t1
     if rule_pred is None:
-        rule_pred = rule_predictions(notes, rules)
+        if rules is None and all(n.rule_cats is not None for n in notes):
+            rule_pred = [list(n.rule_cats) for n in notes]
+        else:
+            rule_pred = rule_predictions(notes, rules)
     return CVResult(folds, options.threshold, notes, scores, categories, rule_pred, fold_of_note,
-                    {k: round(v, 2) for k, v in seconds.items()})
+                    {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess))
 
 
 def _feature_class(feature: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig
+from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.honorifics import HonorificDetector
 from anonymizer.detectors.lists import ListDetector
@@ -49,7 +49,8 @@ class Pipeline:
     detectors: list[Detector]
     classifier: Classifier | None = None
     digest: str = ""  # identifies configuration, rules and model: a change reprocesses every note
-    replace: Callable[[str, Sequence[MergedSpan]], str] = field(default=replace_with_tags)
+    # replace(text, merged spans, record): tags, or surrogates derived from the patient's record.
+    replace: Callable[[str, Sequence[MergedSpan], PatientRecord], str] = field(default=replace_with_tags)
 
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
         return [span for detector in self.detectors for span in detector(text, record)]
@@ -72,7 +73,7 @@ def anonymize_patient(record: PatientRecord, notes: Iterable[Note], pipeline: Pi
         digest = pipeline.source_digest(note.text, record)
         try:
             merged = tuple(union(pipeline.find_spans(note.text, record)))
-            text = pipeline.replace(note.text, merged)
+            text = pipeline.replace(note.text, merged, record)
         except Exception as exc:  # noqa: BLE001 - any failure must become a failure row, never a lost note
             log.warning("note %s failed: %s", note.note_id, type(exc).__name__)
             results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(exc)))
@@ -92,9 +93,15 @@ def build_pipeline(
     lists: Mapping[str, Sequence[str]],
     classifier: ClassifierConfig,
     rules_dir: Path | None = None,
+    replace: ReplaceConfig | None = None,
 ) -> Pipeline:
     """Compile the rules once and assemble the enabled detector groups in their fixed order."""
     rules = rules_dir or data_dir("rules")
+    surrogates = replace is not None and replace.mode == "surrogates"
+    if surrogates:
+        from anonymizer.surrogates import read_secret
+
+        read_secret(replace.secret_env)  # no secret: stop before anything is loaded or written
     patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, timeout=detectors.regex_timeout)
     groups: dict[str, list[Detector]] = {
         "record": [
@@ -118,7 +125,13 @@ def build_pipeline(
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
     digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
-    return Pipeline(enabled, svm, digest)
+    if not surrogates:
+        return Pipeline(enabled, svm, digest)
+    from anonymizer.surrogates import build_replacer
+
+    replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, groups["record"])
+    # The replacer's digest covers its settings and a keyed fingerprint of the secret (never the secret).
+    return Pipeline(enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer)
 
 
 def _digest(rules: Path, *parts: object) -> str:

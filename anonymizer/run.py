@@ -18,6 +18,7 @@ from typing import Callable, Collection
 from anonymizer.config import Config, ConfigError
 from anonymizer.detectors.lists import load_list_file
 from anonymizer.pipeline import NoteResult, Pipeline, anonymize_patient, build_pipeline
+from anonymizer.record import empty_record
 from anonymizer.source import Batch, Source
 from anonymizer.target import Target
 
@@ -31,6 +32,7 @@ class RunSummary:
     done: int = 0
     skipped: int = 0
     failed: int = 0
+    no_record: int = 0  # notes read whose patient has no record (only detectors that need none ran)
     spans: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -49,7 +51,7 @@ def load_lists(config: Config, source: Source) -> dict[str, list[str]]:
 def prepare(config: Config) -> tuple[Source, Pipeline]:
     """Validate the source against the configuration and build the pipeline, writing nothing."""
     source = Source(config)
-    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier)
+    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
     return source, pipeline
 
 
@@ -108,6 +110,7 @@ def run(
                 target.write(summary.run_id, results, digests)
             summary.skipped += skipped
             summary.notes += skipped
+            summary.no_record += sum(batch.records[n.patient_id] == empty_record(n.patient_id) for n in batch.notes)
             _count(summary, results)
             if progress:
                 progress(len(batch.notes), total)
@@ -154,6 +157,7 @@ def reprocess(
             notes = [note for batch in source.batches(config.run.batch_size, patient_ids=[pid]) for note in batch.notes]
             results = anonymize_patient(record, notes, pipeline)
             target.replace_patient(summary.run_id, pid, results, record.digest())
+            summary.no_record += len(notes) if record == empty_record(pid) else 0
             _count(summary, results)
             if progress:
                 progress(1, len(patients))

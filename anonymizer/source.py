@@ -13,8 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Collection, Iterator, Sequence
 
+import regex
 import sqlalchemy as sa
 from dateutil import parser as date_parser
+from sqlalchemy.exc import DBAPIError
 
 from anonymizer.config import Config, ConfigError, ListConfig
 from anonymizer.record import FIELDS, Note, PatientRecord, empty_record
@@ -34,6 +36,8 @@ def connect(url: str, what: str) -> sa.Engine:
     """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors."""
     try:
         engine = sa.create_engine(url)
+        if engine.dialect.name == "sqlite":
+            sa.event.listen(engine, "connect", _lenient_sqlite_text)
         with engine.connect():
             pass
     except ImportError as exc:
@@ -44,6 +48,43 @@ def connect(url: str, what: str) -> sa.Engine:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         raise ConfigError(f"{what}: cannot connect ({reason})") from None
     return engine
+
+
+def _lenient_sqlite_text(dbapi_connection: Any, _record: Any) -> None:
+    # SQLite keeps whatever bytes it was given as TEXT; by default one invalid UTF-8 byte makes the
+    # whole read fail (with the text in the message). Read such bytes as U+FFFD instead.
+    dbapi_connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
+
+
+class DatabaseError(ConfigError):
+    """A database failed or refused a read or write during a run. One line, never any note data."""
+
+
+# Quoted parts of driver messages may be data (MariaDB "Duplicate entry 'x'", SQLite "with text
+# '...'", PostgreSQL 'input syntax for type integer: "x"'); only the tool's own names are kept.
+_QUOTED = regex.compile(r"""'[^'\n]*'|"[^"\n]*"|`[^`\n]*`""")
+_OWN_NAMES = regex.compile(
+    r"(anonymizer_alembic_version|runs|anonymized_notes|phi_spans|failures|patient_digests|review_spans"
+    r"|note_id|patient_id|text|run_id|source_digest|reason|status|PRIMARY|UTF8|ix_\w+)(_pkey|_\w+_check|_\w+_fkey)?"
+)
+
+
+def database_error(exc: DBAPIError, what: str = "database error") -> DatabaseError:
+    """The driver's error as one line, its class and code first, with quoted values masked."""
+    orig = exc.orig
+    if orig is None:
+        return DatabaseError(f"{what}: {type(exc).__name__}")
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "sqlite_errorname", None)
+    args = getattr(orig, "args", ())
+    if len(args) == 2 and isinstance(args[0], int):  # PyMySQL: (errno, message)
+        code, message = code or args[0], str(args[1])
+    else:
+        diag = getattr(orig, "diag", None)
+        message = getattr(diag, "message_primary", None) or str(orig)
+    lines = message.strip().splitlines()  # PostgreSQL's DETAIL line holds the failing row: dropped
+    first = lines[0] if lines else ""
+    masked = _QUOTED.sub(lambda m: m.group() if _OWN_NAMES.fullmatch(m.group()[1:-1]) else m.group()[0] + "…" + m.group()[0], first)
+    return DatabaseError(f"{what}: {type(orig).__name__}" + (f" [{code}]" if code else "") + f": {masked[:300]}")
 
 
 class Source:
@@ -109,9 +150,15 @@ class Source:
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
+            if conn.dialect.name in ("mysql", "mariadb"):
+                # The stream is unbuffered (SSCursor): the server drops it when the client leaves the
+                # socket unread for net_write_timeout (60 s by default), e.g. during a slow batch.
+                conn.exec_driver_sql("SET SESSION net_write_timeout = 86400")
+            # Server-side cursors: a psycopg named cursor, a PyMySQL SSCursor; records are read on
+            # a second connection of the pool while this one streams.
             result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
             for rows in result.partitions(batch_size):
-                notes = [Note(_key(note_id), _key(patient), text or "") for note_id, patient, text in rows]
+                notes = [Note(_key(note_id), _key(patient), _text(text)) for note_id, patient, text in rows]
                 yield Batch(notes, self.records({n.patient_id for n in notes}))
 
     def notes_by_id(self, note_ids: Collection[str]) -> dict[str, Note]:
@@ -123,7 +170,7 @@ class Source:
             for start in range(0, len(ids), 1000):
                 chunk = _typed(self.note_id, ids[start : start + 1000])
                 for note_id, patient, text in conn.execute(query.where(self.note_id.in_(chunk))):
-                    found[_key(note_id)] = Note(_key(note_id), _key(patient), text or "")
+                    found[_key(note_id)] = Note(_key(note_id), _key(patient), _text(text))
         return found
 
     def patient_ids(self) -> Iterator[str]:
@@ -171,11 +218,20 @@ def _key(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _text(value: Any) -> str:
+    """A note body: NULL is the empty note; bytes (BLOB columns, SQL_ASCII) are read as UTF-8, bad bytes as U+FFFD."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
 def _record(patient_id: str, fields: dict[str, list[Any]]) -> PatientRecord:
     converted: dict[str, tuple[Any, ...]] = {}
     for field in FIELDS:
         raw = [v for v in fields.get(field, []) if v not in (None, "")]
-        items = _dates(raw) if field == "dates" else [str(v) for v in raw]
+        items = _dates(raw) if field == "dates" else [_text(v) for v in raw]
         converted[field] = tuple(dict.fromkeys(items))
     return PatientRecord(patient_id=patient_id, **converted)
 

@@ -32,6 +32,15 @@ def upgrade(engine: sa.Engine) -> None:
         command.upgrade(config, "head")
 
 
+def storable(text: str) -> str:
+    """The text as every target engine can store it: NUL (refused by PostgreSQL) becomes U+FFFD.
+
+    One character for one, so the offsets in phi_spans stay valid; done on every engine so a note's
+    output does not depend on where it is written (docs/robustness.md).
+    """
+    return text.replace("\x00", "\ufffd")
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -101,7 +110,7 @@ class Target:
                 failures.append(dict(note_id=r.note_id, patient_id=r.patient_id, run_id=run_id, reason=r.error[:255]))
                 continue
             notes.append(
-                dict(note_id=r.note_id, patient_id=r.patient_id, text=r.text, run_id=run_id, source_digest=r.source_digest)
+                dict(note_id=r.note_id, patient_id=r.patient_id, text=storable(r.text), run_id=run_id, source_digest=r.source_digest)
             )
             spans.extend(
                 dict(note_id=r.note_id, start=s.start, end=s.end, category=s.category, detectors=",".join(s.sources)[:255])

@@ -89,3 +89,7 @@ def hospital(tmp_path: Path) -> Path:
     config = tmp_path / "anonymizer.toml"
     config.write_text(CONFIG.format(source=source, target=target))
     return config
+
+
+# Fresh PostgreSQL schemas, MariaDB databases and SQLite files per test (tests/servers.py).
+from tests.servers import databases  # noqa: E402,F401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import shutil
 import tomllib
@@ -22,6 +23,7 @@ from anonymizer.detectors.patterns import (
     expand,
     load_rules,
     nric_checksum,
+    not_a_range,
     phone_digit_count,
 )
 from anonymizer.record import empty_record
@@ -131,9 +133,18 @@ def test_nric_checksum_rejects(value: str) -> None:
     assert not nric_checksum(value)
 
 
-@pytest.mark.parametrize(("value", "valid"), [("+65 6123 4567", True), ("+1 23", False), ("+12 3456 7890 1234 56", False)])
+@pytest.mark.parametrize(
+    ("value", "valid"), [("+65 6123 4567", True), ("+1 23", False), ("+12 3456 7890 1234 56", False)]
+)
 def test_phone_digit_count(value: str, valid: bool) -> None:
     assert phone_digit_count(value) is valid
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"), [("273-4516", True), ("555-0999", True), ("750-1000", False), ("900.1000", False)]
+)
+def test_not_a_range(value: str, valid: bool) -> None:
+    assert not_a_range(value) is valid
 
 
 # --- Loading the rules -------------------------------------------------------------------------
@@ -148,37 +159,51 @@ def rules_dir_with(tmp_path: Path, filename: str, extra: str) -> Path:
     return tmp_path
 
 
+def block(table: str, **fields: str | list[str]) -> str:
+    """A TOML [[table]] block; JSON strings and lists are valid TOML values."""
+    return f"\n[[{table}]]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
+
+
 def test_a_hospital_adds_its_own_identifier_format(tmp_path: Path) -> None:
-    extra = """
-[[pattern]]
-name = "hospital_case_number"
-category = "ID"
-regex = '\\bCN-\\d{4}-\\d{5}\\b'
-"""
+    extra = block("pattern", name="hospital_case_number", category="ID", regex=r"\bCN-\d{4}-\d{5}\b")
     detector = PatternDetector.from_rules(rules_dir_with(tmp_path, "patterns.toml", extra))
     assert flagged(detector, "case CN-2019-00042 reviewed") == ["ID CN-2019-00042"]
     assert "hospital_case_number" in {span.rule for span in detector("case CN-2019-00042", RECORD)}
 
 
+PATTERN = {"name": "x", "category": "ID", "regex": "a"}
+
+
 @pytest.mark.parametrize(
-    ("filename", "extra", "message"),
+    ("fields", "message"),
     [
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "a"\nvalidate = "luhn"\n', "unknown validation hook"),
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "a"\nvalidat = "luhn"\n', "unknown keys"),
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "(a)"\n', "capturing groups"),
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "PLACE"\nregex = "a"\n', "unknown category"),
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "{nope}"\n', "unknown component"),
-        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\nregex = "(?:"\n', "invalid expression"),
-        ("patterns.toml", '[[pattern]]\nname = "Bad-Name"\ncategory = "ID"\nregex = "a"\n', "lower_snake_case"),
-        ("dates.toml", '[[pattern]]\nname = "nric"\ncategory = "ID"\nregex = "a"\n', "defined twice"),
-        ("context.toml", '[[exception]]\nname = "x"\napplies_to = ["DATES"]\nafter = "a"\n', "unknown categories"),
-        ("context.toml", '[[exception]]\nname = "x"\napplies_to = ["DATE"]\n', "needs at least one"),
-        ("context.toml", '[[exceptions]]\nname = "x"\n', "unknown sections"),
+        ({"validate": "luhn"}, "unknown validation hook"),
+        ({"validat": "nric_checksum"}, "unknown keys"),
+        ({"regex": "(a)"}, "capturing groups"),
+        ({"category": "PLACE"}, "unknown category"),
+        ({"regex": "{nope}"}, "unknown component"),
+        ({"regex": "(?:"}, "invalid expression"),
+        ({"name": "Bad-Name"}, "lower_snake_case"),
+        ({"name": "nric"}, "defined twice"),
     ],
 )
-def test_rule_errors_name_the_problem(tmp_path: Path, filename: str, extra: str, message: str) -> None:
+def test_pattern_errors_name_the_problem(tmp_path: Path, fields: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        load_rules(rules_dir_with(tmp_path, filename, extra))
+        load_rules(rules_dir_with(tmp_path, "patterns.toml", block("pattern", **{**PATTERN, **fields})))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (block("exception", name="x", applies_to=["DATES"], after="a"), "unknown categories"),
+        (block("exception", name="x", applies_to=["DATE"]), "needs at least one"),
+        (block("exception", name="x", applies_to=["DATE"], after="a", why="b"), "unknown keys"),
+        (block("exceptions", name="x"), "unknown sections"),
+    ],
+)
+def test_exception_errors_name_the_problem(tmp_path: Path, extra: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_rules(rules_dir_with(tmp_path, "context.toml", extra))
 
 
 def test_expand_resolves_nested_components_and_leaves_regex_braces_alone() -> None:
@@ -210,6 +235,7 @@ def test_timeout_is_reported_without_the_note_text(rules: list[Rule], timeout: f
     text = "NRIC S8076606H seen 12/03/2019 " * 30_000
     with pytest.raises(PatternTimeout) as raised:
         PatternDetector(rules, timeout=timeout)(text, RECORD)
+    assert raised.value.safe_message == str(raised.value)
     assert str(len(text)) in str(raised.value)
     assert "S8076606H" not in str(raised.value)
 

@@ -19,6 +19,7 @@ record     the smallest edit-distance ratio d / min(|n|, |w|) to the patient's n
 lists      membership (whole-phrase match) in the configured lists, for the token and neighbours
 cue        cue words (son, wife, dr, md, from, lives ...) within four tokens either side
 gaz        membership in gazetteers learned from the training annotations (shipped with a model)
+rules      the categories the rule detectors gave the neighbouring tokens (-1, +1, within 3)
 ========== =====================================================================================
 
 Word-only features depend on the token's string alone and are cached per word type.
@@ -45,8 +46,9 @@ NAME_WORD = regex.compile(r"[^\W\d_]+")
 DATA = Path(__file__).resolve().parent / "data"
 
 FEATURE_CLASSES: tuple[str, ...] = (
-    "word", "window", "ortho", "affix", "section", "dict", "dictctx", "record", "lists", "cue", "gaz",
+    "word", "window", "ortho", "affix", "section", "dict", "dictctx", "record", "lists", "cue", "gaz", "rules",
 )
+RULE_WINDOW = 3
 
 # A heading: a short label followed by a colon, at the start of a line or after ";" or ". ".
 CHUNK = regex.compile(r"\S+")
@@ -315,8 +317,11 @@ class FeatureExtractor:
 
     # -- context part ----------------------------------------------------------------------------
 
-    def context_features(self, text: str, tokens: Tokens, record: PatientRecord | None) -> list[list[str]]:
-        """Features that depend on the token's surroundings, the record and the lists."""
+    def context_features(
+        self, text: str, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None = None
+    ) -> list[list[str]]:
+        """Features that depend on the token's surroundings, the record, the lists and the rules'
+        detections (`rule_cats`: per token, the category a rule detector gave it, else None)."""
         n = len(tokens)
         c = self.classes
         lowers = tokens.lowers
@@ -406,6 +411,13 @@ class FeatureExtractor:
             for cat, cover in gaz_cover.items():
                 if cover[i]:
                     f.append("gaz:" + cat)
+            if rule_cats is not None and "rules" in c:
+                if i and rule_cats[i - 1] is not None:
+                    f.append("rules:-1:" + rule_cats[i - 1])
+                if i + 1 < n and rule_cats[i + 1] is not None:
+                    f.append("rules:+1:" + rule_cats[i + 1])
+                near = {rule_cats[j] for j in range(max(0, i - RULE_WINDOW), min(n, i + RULE_WINDOW + 1)) if j != i}
+                f += ["rules:near:" + cat for cat in sorted(near - {None})]
             if "cue" in c:
                 for j in range(max(0, i - CUE_WINDOW), i):
                     if lowers[j] in cues:
@@ -415,8 +427,11 @@ class FeatureExtractor:
                         f.append("cue:+" + lowers[j])
         return out
 
-    def features(self, text: str, record: PatientRecord | None = None, tokens: Tokens | None = None) -> tuple[Tokens, list[list[str]]]:
+    def features(
+        self, text: str, record: PatientRecord | None = None, tokens: Tokens | None = None,
+        rule_cats: Sequence[str | None] | None = None,
+    ) -> tuple[Tokens, list[list[str]]]:
         """All features of every token of `text` (word-only ones first)."""
         tokens = tokens or Tokens.of(text)
-        context = self.context_features(text, tokens, record)
+        context = self.context_features(text, tokens, record, rule_cats)
         return tokens, [list(self.word_features(w)) + ctx for w, ctx in zip(tokens.words, context)]

@@ -19,10 +19,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import FeatureExtractor, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
@@ -69,6 +71,7 @@ class Model:
         self.data = data
         self.digest = digest
         self.mode: str = data["mode"]
+        self.score_kind: str = data.get("score", "max")
         self.threshold: float = float(data["threshold"])
         self.feature_classes: tuple[str, ...] = tuple(data["feature_classes"])
         self.gazetteers: dict[str, list[str]] = {k: list(v) for k, v in data.get("gazetteers", {}).items()}
@@ -108,11 +111,15 @@ class Model:
             cat_values = [b + w + c for b, w, c in zip(self.category.intercept, wp[1], cat_values)]
             best = max(range(len(cat_values)), key=lambda k: (cat_values[k], -k))
             return score, self.category.classes[best]
-        # multiclass: the best PHI class's decision value is the score
-        best_k, best = -1, float("-inf")
+        # multiclass: the best PHI class's decision value is the score (minus "O"'s for "margin")
+        best_k, best, other = -1, float("-inf"), 0.0
         for k, cls in enumerate(self.phi.classes):
-            if cls != "O" and values[k] > best:
+            if cls == "O":
+                other = values[k]
+            elif values[k] > best:
                 best_k, best = k, values[k]
+        if self.score_kind == "margin":
+            best -= other
         return best, self.phi.classes[best_k]
 
 
@@ -139,38 +146,90 @@ class SvmDetector:
             self._word_parts[word] = part
         return part
 
-    def score_tokens(self, text: str, record: PatientRecord | None, tokens: Tokens | None = None) -> tuple[Tokens, list[tuple[float, str]]]:
-        """Every token's (score, category); the threshold is not applied."""
+    def score_tokens(
+        self, text: str, record: PatientRecord | None, tokens: Tokens | None = None, rule_spans: Sequence[Span] = ()
+    ) -> tuple[Tokens, list[tuple[float, str]]]:
+        """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
-        context = self.extractor.context_features(text, tokens, record)
+        context = self.extractor.context_features(text, tokens, record, _covered(tokens, rule_spans))
         parts = [self._word_part(w) for w in tokens.words]
         return tokens, self.model.scores(parts, context)
 
-    def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> list[Span]:
+    def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> "NoteAnalysis":
+        """Score the tokens the rules left, apply the threshold and the per-note recall heuristics."""
         tokens = Tokens.of(text)
-        if not len(tokens):
-            return []
-        covered = _covered(tokens, rule_spans)
-        context = self.extractor.context_features(text, tokens, record)
-        spans = []
-        threshold = self.threshold
-        for i, ctx in enumerate(context):
-            if covered[i]:
-                continue
-            score, category = self.model.scores([self._word_part(tokens.words[i])], [ctx])[0]
-            if score > threshold:
-                spans.append(Span(tokens.starts[i], tokens.ends[i], category, "svm"))
-        return spans
+        n = len(tokens)
+        rule_cats = _covered(tokens, rule_spans)
+        scores = [float("-inf")] * n
+        flagged: list[str | None] = list(rule_cats)
+        spans: list[Span] = []
+        if n:
+            context = self.extractor.context_features(text, tokens, record, rule_cats)
+            threshold = self.threshold
+            for i, ctx in enumerate(context):
+                if rule_cats[i] is not None:
+                    continue
+                score, category = self.model.scores([self._word_part(tokens.words[i])], [ctx])[0]
+                scores[i] = score
+                if score > threshold:
+                    flagged[i] = category
+                    spans.append(Span(tokens.starts[i], tokens.ends[i], category, "svm"))
+            post = self.model.postprocess
+            additions: dict[int, tuple[str, str]] = {}
+            if post.get("extend_names"):
+                for i, cat in postprocess.extend_names(text, tokens, flagged, self.extractor.dictionaries).items():
+                    additions.setdefault(i, (cat, "extend"))
+            if post.get("relative_cues"):
+                for i, cat in postprocess.relative_cues(text, tokens, flagged, self.extractor.dictionaries).items():
+                    additions.setdefault(i, (cat, "relative_cue"))
+            for i, (cat, rule) in sorted(additions.items()):
+                flagged[i] = cat
+                spans.append(Span(tokens.starts[i], tokens.ends[i], cat, "svm", rule))
+        return NoteAnalysis(tokens, flagged, scores, spans)
+
+    def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> list[Span]:
+        """Spans for the tokens the rule spans did not cover whose score is above the threshold."""
+        return self.analyse(text, record, rule_spans).spans
+
+    def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]:
+        """The classifier's spans for all of one patient's notes, given each note's rule spans.
+
+        Besides what :meth:`__call__` finds note by note, a word the classifier flagged as a name
+        with a score above the model's ``postprocess.propagate`` level in one note is flagged in
+        the patient's other notes too (rule "propagated")."""
+        analyses = [self.analyse(text, record, rules) for text, rules in notes]
+        level = self.model.postprocess.get("propagate")
+        if level is None or len(analyses) < 2:
+            return [a.spans for a in analyses]
+        extra = postprocess.propagate([(a.tokens, a.flagged, a.scores) for a in analyses], float(level), self.extractor.dictionaries)
+        out = []
+        for a, add in zip(analyses, extra):
+            out.append(a.spans + [Span(a.tokens.starts[i], a.tokens.ends[i], cat, "svm", "propagated") for i, cat in sorted(add.items())])
+        return out
 
 
-def _covered(tokens: Tokens, spans: Sequence[Span]) -> list[bool]:
+@dataclass
+class NoteAnalysis:
+    tokens: Tokens
+    flagged: list[str | None]  # per token: category from the rules or the classifier, else None
+    scores: list[float]  # per token: classifier score (-inf where the rules had flagged it)
+    spans: list[Span]  # the classifier's spans (threshold and per-note heuristics applied)
+
+
+def _covered(tokens: Tokens, spans: Sequence[Span]) -> list[str | None]:
+    """Per token: the category of a rule span overlapping it (highest priority), else None."""
     import bisect
 
-    covered = [False] * len(tokens)
+    from anonymizer.spans import CATEGORIES
+
+    rank = {c: k for k, c in enumerate(CATEGORIES)}
+    covered: list[str | None] = [None] * len(tokens)
     for span in spans:
         i = bisect.bisect_right(tokens.ends, span.start)
         while i < len(tokens) and tokens.starts[i] < span.end:
-            covered[i] = True
+            old = covered[i]
+            if old is None or rank.get(span.category, 99) < rank.get(old, 99):
+                covered[i] = span.category
             i += 1
     return covered
 

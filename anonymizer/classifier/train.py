@@ -48,12 +48,17 @@ GAZ_INNER_FOLDS = 5
 @dataclass
 class TrainingOptions:
     c: float = DEFAULT_C
-    mode: str = "binary"  # or "multiclass"
+    mode: str = "multiclass"  # or "binary" (docs/classifier.md compares them)
     feature_classes: tuple[str, ...] = FEATURE_CLASSES
     threshold: float = DEFAULT_THRESHOLD
     min_count: int = 1  # features seen fewer times are dropped before fitting
     gazetteers: bool = True
     max_iter: int = 5000
+    remainder_only: bool = False  # train on the tokens the rules left only (needs rule_cats)
+    phi_weight: float = 1.0  # class weight of the PHI classes ("O" has 1)
+    # recall heuristics run after the classifier (see postprocess.py; docs/classifier.md measures them)
+    postprocess: dict = field(default_factory=lambda: {"extend_names": True, "relative_cues": True, "propagate": 0.0})
+    score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
 
     def as_dict(self) -> dict:
         return {
@@ -63,6 +68,10 @@ class TrainingOptions:
             "threshold": self.threshold,
             "min_count": self.min_count,
             "gazetteers": self.gazetteers,
+            "phi_weight": self.phi_weight,
+            "remainder_only": self.remainder_only,
+            "score": self.score,
+            "postprocess": dict(self.postprocess),
         }
 
 
@@ -73,6 +82,7 @@ class NoteData:
     tokens: Tokens
     labels: list[str]
     base: list[list[str]]  # features without the gazetteer class
+    rule_cats: list[str | None] | None = None  # per token: the rules' category (None: not flagged)
 
 
 @dataclass
@@ -99,8 +109,12 @@ def label_tokens(tokens: Tokens, spans: Iterable[tuple[int, int, str]]) -> list[
     return labels
 
 
-def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES) -> Dataset:
-    """Tokens, labels and base features of every note of the corpora (lists of all corpora merged)."""
+def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES, rules=None) -> Dataset:
+    """Tokens, labels and base features of every note of the corpora (lists of all corpora merged).
+
+    `rules` (``(text, record) -> list[Span]``) gives the "rules" feature class its input."""
+    from anonymizer.classifier.model import _covered
+
     lists = merge_lists(*(c.lists for c in corpora))
     classes = [c for c in feature_classes if c != "gaz"]
     extractor = FeatureExtractor(lists, classes=classes)
@@ -111,8 +125,10 @@ def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FE
             record = corpus.record(note.patient_id)
             if prefix:
                 note = GoldNote(note.note_id, prefix + note.patient_id, note.text, note.spans)
-            tokens, feats = extractor.features(note.text, record)
-            notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats))
+            tokens = Tokens.of(note.text)
+            rule_cats = _covered(tokens, rules(note.text, record)) if rules is not None else None
+            tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
+            notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats))
     return Dataset(notes, lists, [c.name for c in corpora])
 
 
@@ -165,56 +181,88 @@ def _class_of(feature: str) -> str:
     return head.split("=", 1)[0]
 
 
-def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str, Sequence[str]]) -> dict:
-    """Fit the heads on these notes; returns the model as plain data (see model.py)."""
+@dataclass
+class Fitted:
+    """The scikit-learn objects of one training run (kept for tests and analysis, never saved)."""
+
+    vectorizer: DictVectorizer
+    estimators: dict[str, LinearSVC]
+    rows: list[dict[str, int]]
+    gazetteers: dict[str, list[str]]
+
+
+def fit_estimators(notes: Sequence[NoteData], options: TrainingOptions) -> Fitted:
+    """Vectorize the training tokens and fit the LinearSVC head(s)."""
     classes = frozenset(options.feature_classes)
     use_gaz = options.gazetteers and "gaz" in classes
     gaz_train = cross_fitted_gazetteers(notes) if use_gaz else None
     rows = _rows(notes, gaz_train, classes)
     labels = np.array([label for data in notes for label in data.labels])
+    if options.remainder_only:
+        keep = [data.rule_cats is None or data.rule_cats[i] is None for data in notes for i in range(len(data.labels))]
+        rows = [r for r, k in zip(rows, keep) if k]
+        labels = labels[np.array(keep, dtype=bool)]
     if options.min_count > 1:
         counts = Counter(f for row in rows for f in row)
         rows = [{f: 1 for f in row if counts[f] >= options.min_count} for row in rows]
     vectorizer = DictVectorizer(dtype=np.float64, sort=True)
-    X = vectorizer.fit_transform(rows).tocsr()
+    X = _as_int32(vectorizer.fit_transform(rows))
+    estimators: dict[str, LinearSVC] = {}
+    is_phi = labels != "O"
+    if options.mode == "binary":
+        estimators["phi"] = _svm(options, labels).fit(X, np.where(is_phi, "PHI", "O"))
+        if len(set(labels[is_phi])) > 1:
+            estimators["category"] = _svm(options, labels[is_phi]).fit(X[is_phi], labels[is_phi])
+    elif options.mode == "multiclass":
+        estimators["phi"] = _svm(options, labels).fit(X, labels)
+    else:
+        raise ValueError(f"unknown mode {options.mode!r}")
+    return Fitted(vectorizer, estimators, rows, learn_gazetteers(notes) if use_gaz else {})
+
+
+def _as_int32(X):
+    X = X.tocsr()
     # liblinear takes 32-bit indices only; DictVectorizer may hand out 64-bit ones.
     X.indices = X.indices.astype(np.int32)
     X.indptr = X.indptr.astype(np.int32)
-    names = vectorizer.get_feature_names_out()
-    heads = {}
-    is_phi = labels != "O"
-    if options.mode == "binary":
-        heads["phi"] = _head(X, np.where(is_phi, "PHI", "O"), names, options)
-        categories = sorted(set(labels[is_phi]))
-        if len(categories) > 1:
-            heads["category"] = _head(X[is_phi], labels[is_phi], names, options)
-        else:
-            heads["category"] = {"classes": categories or ["NAME"], "intercept": [0.0], "weights": {}}
-    elif options.mode == "multiclass":
-        heads["phi"] = _head(X, labels, names, options)
-    else:
-        raise ValueError(f"unknown mode {options.mode!r}")
+    return X
+
+
+def _svm(options: TrainingOptions, y: np.ndarray) -> LinearSVC:
+    weights = None
+    if options.phi_weight != 1.0:
+        weights = {c: (1.0 if c == "O" else options.phi_weight) for c in np.unique(y)}
+    return LinearSVC(C=options.c, random_state=0, max_iter=options.max_iter, dual=True, class_weight=weights)
+
+
+def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str, Sequence[str]] | None = None) -> dict:
+    """Fit the heads on these notes; returns the model as plain data (see model.py)."""
+    fitted = fit_estimators(notes, options)
+    names = fitted.vectorizer.get_feature_names_out()
+    heads = {name: _head(est, names) for name, est in fitted.estimators.items()}
+    if options.mode == "binary" and "category" not in heads:
+        labels = sorted({l for data in notes for l in data.labels if l != "O"}) or ["NAME"]
+        heads["category"] = {"classes": labels[:1], "intercept": [0.0], "weights": {}}
     return {
         "format": FORMAT,
         "mode": options.mode,
-        "feature_classes": [c for c in FEATURE_CLASSES if c in classes],
+        "score": options.score,
+        "feature_classes": [c for c in FEATURE_CLASSES if c in options.feature_classes],
         "threshold": options.threshold,
-        "gazetteers": learn_gazetteers(notes) if use_gaz else {},
+        "gazetteers": fitted.gazetteers,
         "heads": heads,
+        "postprocess": dict(options.postprocess),
         "training": options.as_dict(),
     }
 
 
-def _head(X, y: np.ndarray, names: np.ndarray, options: TrainingOptions) -> dict:
-    svm = LinearSVC(C=options.c, random_state=0, max_iter=options.max_iter, dual=True)
-    svm.fit(X, y)
+def _head(svm: LinearSVC, names: np.ndarray) -> dict:
     coef = np.atleast_2d(svm.coef_)
     intercept = np.atleast_1d(svm.intercept_)
-    classes = [str(c) for c in svm.classes_]
     weights = {}
     for j in np.flatnonzero(np.any(coef != 0, axis=0)):
         weights[str(names[j])] = [float(v) for v in coef[:, j]]
-    return {"classes": classes, "intercept": [float(v) for v in intercept], "weights": weights}
+    return {"classes": [str(c) for c in svm.classes_], "intercept": [float(v) for v in intercept], "weights": weights}
 
 
 def save_model(model: Mapping, out: Path) -> bytes:
@@ -241,7 +289,7 @@ def train(
     alone and the union.
     """
     options = options or TrainingOptions()
-    dataset = build_dataset(corpora, options.feature_classes)
+    dataset = build_dataset(corpora, options.feature_classes, rules if "rules" in options.feature_classes else None)
     card: dict = {
         "format": FORMAT,
         "trained": dt.date.today().isoformat() if False else None,  # no wall-clock in the model
@@ -267,3 +315,49 @@ def train(
     card["bytes"] = len(data)
     card["features"] = {name: len(head["weights"]) for name, head in model["heads"].items()}
     return card
+
+
+def rules_for(lists: Mapping[str, Sequence[str]]):
+    """The rule detectors of the default configuration with these lists (classifier off)."""
+    from anonymizer.config import ClassifierConfig, DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    return build_pipeline(DetectorsConfig(), lists, ClassifierConfig(enabled=False)).rule_spans
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m anonymizer.classifier.train CORPUS... --out MODEL [--cv 10]`` (the CLI's ``train``)."""
+    import argparse
+    import shlex
+    import sys
+
+    from anonymizer.corpora import load_corpus
+
+    parser = argparse.ArgumentParser(prog="python -m anonymizer.classifier.train", description=main.__doc__)
+    parser.add_argument("corpora", nargs="+", help="PhysioNet-format folders or gold .jsonl files")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cv", type=int, default=0, help="also cross-validate (folds grouped by patient)")
+    parser.add_argument("--c", type=float, default=DEFAULT_C)
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
+    parser.add_argument("--mode", choices=("multiclass", "binary"), default="multiclass")
+    parser.add_argument("--card", type=Path, help="write the model card (JSON) here too")
+    args = parser.parse_args(argv)
+    corpora = [load_corpus(p) for p in args.corpora]
+    options = TrainingOptions(c=args.c, threshold=args.threshold, mode=args.mode)
+    rules = rules_for(merge_lists(*(c.lists for c in corpora))) if args.cv else None
+    command = "python -m anonymizer.classifier.train " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    card = train(corpora, args.out, options, cv=args.cv, rules=rules, command=command)
+    if args.card:
+        args.card.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in card.items() if k != "cv"}, indent=1, sort_keys=True))
+    if "cv" in card:
+        from anonymizer.evaluate import format_categories, format_curve, format_rows
+
+        print(format_rows(card["cv"]["rows"]))
+        print(format_categories(card["cv"]["categories"]["union"]))
+        print(format_curve(card["cv"]["curve"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

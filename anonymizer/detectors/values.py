@@ -12,6 +12,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Iterable
 
+import re
+
 import regex
 from dateutil import parser as dateutil_parser
 
@@ -68,7 +70,7 @@ MIN_PLACE = 3  # a lone word shorter than this ("Mo") is not worth matching
 class _Index:
     """What one record turns into: a compiled pattern per rule, and its dates as numbers."""
 
-    patterns: tuple[tuple[str, str, regex.Pattern[str]], ...]  # (rule, category, pattern)
+    patterns: tuple[tuple[str, str, re.Pattern[str]], ...]  # (rule, category, pattern)
     dates: frozenset[tuple[int, int, int]]  # (year, month, day)
     days: frozenset[int]  # a date candidate that mentions none of these cannot match
 
@@ -106,7 +108,8 @@ def _build_index(record: PatientRecord) -> _Index:
     ):
         if alternatives:
             ordered = sorted(set(alternatives), key=len, reverse=True)  # longer renderings first
-            patterns.append((rule, category, regex.compile(f"(?i)(?:{'|'.join(ordered)})")))
+            # Compiled per patient: the standard library compiles these several times faster than `regex`.
+            patterns.append((rule, category, re.compile(f"(?i)(?:{'|'.join(ordered)})")))
     return _Index(tuple(patterns), dates, frozenset(day for _, _, day in dates))
 
 

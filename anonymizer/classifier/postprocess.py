@@ -1,0 +1,131 @@
+"""Recall heuristics applied after the rules and the classifier (issue 3, measured one by one).
+
+Each takes a note's tokens and the category currently assigned to each token (``None`` = not
+flagged) and returns the tokens to add, as ``{index: category}``; none ever removes a detection.
+
+* :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson") and
+  adjacent capitalised words that are not common English;
+* :func:`extend_places` - a flagged place or hospital across "of", "memorial", "general", ...;
+* :func:`relative_cues` - the word right after "son", "wife", "daughter" ... when it looks like a
+  name (capitalised or in the first-name dictionary, not common English);
+* :func:`propagate` - words confidently flagged as names in one of a patient's notes, flagged in
+  the patient's other notes too.
+
+docs/classifier.md reports what each adds and costs on the development corpus.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
+
+NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
+PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
+PLACE_CONNECTORS = frozenset({"of", "memorial", "general", "university", "medical", "center", "centre", "hospital", "regional", "community", "county", "st", "saint"})
+RELATIVE_CUES = frozenset({"son", "daughter", "dtr", "wife", "husband", "spouse", "partner", "friend", "mother", "mom",
+                           "father", "dad", "brother", "sister", "niece", "nephew", "aunt", "uncle", "grandson",
+                           "granddaughter", "cousin", "fiance", "fiancee", "sons", "daughters"})
+COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
+
+
+def _common(word: str, dictionaries: Dictionaries) -> bool:
+    rank = dictionaries.english_rank.get(word)
+    return rank is not None and rank < COMMON_RANK and word not in dictionaries.words["first"]
+
+
+def _name_like(tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
+    word = tokens.words[i]
+    if not word.isalpha():
+        return False
+    if len(word) == 1:
+        return word.isupper()
+    if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
+        return False
+    if all_caps:
+        return tokens.lowers[i] in dictionaries.words["first"] or tokens.lowers[i] in dictionaries.words["last"]
+    return word[0].isupper()
+
+
+def _gap(text: str, tokens: Tokens, left: int) -> str:
+    return text[tokens.ends[left] : tokens.starts[left + 1]]
+
+
+def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
+    d = dictionaries or default_dictionaries()
+    letters = [ch for ch in text if ch.isalpha()]
+    all_caps = bool(letters) and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
+    added: dict[int, str] = {}
+    n = len(tokens)
+    for i, category in enumerate(flagged):
+        if category not in NAME_CATEGORIES:
+            continue
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < n and flagged[j] is None and j not in added:
+                gap = _gap(text, tokens, min(i, j) if abs(j - i) == 1 else min(j, j - step))
+                if "\n" in gap or len(gap.strip(" .")) > 0:
+                    break
+                if not _name_like(tokens, j, d, all_caps):
+                    break
+                added[j] = category
+                j += step
+    return added
+
+
+def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> dict[int, str]:
+    added: dict[int, str] = {}
+    n = len(tokens)
+    for i, category in enumerate(flagged):
+        if category not in PLACE_CATEGORIES:
+            continue
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < n and flagged[j] is None and j not in added and tokens.lowers[j] in PLACE_CONNECTORS:
+                if "\n" in _gap(text, tokens, min(j, j - step)):
+                    break
+                added[j] = category
+                j += step
+    return added
+
+
+def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
+    d = dictionaries or default_dictionaries()
+    added: dict[int, str] = {}
+    for i in range(len(tokens) - 1):
+        if tokens.lowers[i] not in RELATIVE_CUES:
+            continue
+        j = i + 1
+        if tokens.lowers[j] in ("s", "named", "is", "was"):  # "wife's", "son named"
+            j += 1
+        if j >= len(tokens) or flagged[j] is not None:
+            continue
+        if "\n" in text[tokens.ends[i] : tokens.starts[j]]:
+            continue
+        word, lower = tokens.words[j], tokens.lowers[j]
+        if not word.isalpha() or len(word) < 2 or _common(lower, d) or lower in d.words["med"]:
+            continue
+        if word[0].isupper() or lower in d.words["first"]:
+            added[j] = "RELATIVE"
+    return added
+
+
+def propagate(
+    notes: Sequence[tuple[Tokens, Sequence[str | None], Sequence[float]]],
+    confident: float,
+    dictionaries: Dictionaries | None = None,
+) -> list[dict[int, str]]:
+    """Across one patient's notes: words flagged as names with a score above `confident` somewhere
+    are flagged wherever else they occur (not common English, at least three letters)."""
+    d = dictionaries or default_dictionaries()
+    words: dict[str, str] = {}
+    for tokens, flagged, scores in notes:
+        for i, category in enumerate(flagged):
+            if category in NAME_CATEGORIES and scores[i] > confident:
+                lower = tokens.lowers[i]
+                if len(lower) >= 3 and lower.isalpha() and not _common(lower, d) and lower not in d.words["med"]:
+                    words.setdefault(lower, category)
+    out = []
+    for tokens, flagged, _ in notes:
+        out.append({i: words[w] for i, w in enumerate(tokens.lowers) if flagged[i] is None and w in words})
+    return out

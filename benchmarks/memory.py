@@ -1,0 +1,152 @@
+"""Peak memory of `anonymizer run` on generated PostgreSQL sources: does the source read stream?
+
+    python benchmarks/memory.py [--notes 100000 200000] [--classifier] [--batch-size 500]
+                                [--url postgresql+psycopg://postgres@127.0.0.1:5432/test]
+
+For each size, a fresh schema of the server's database gets a synthetic hospital (one patient per
+ten notes, notes of ~400 characters with names, NRICs, phones and dates) loaded with COPY; then
+`python -m anonymizer run` runs in a subprocess from that schema into a second fresh schema, and
+its peak resident set size (ru_maxrss from wait4, so only that process) is printed.  If memory is
+flat the numbers for 100k and 200k notes are about the same.  Both schemas are dropped afterwards.
+
+The classifier is off by default (rules only, ~1,000 notes/s): with it on a 200,000-note run takes
+several times longer; pass --classifier to measure it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import sqlalchemy as sa
+
+GIVEN = ["Antonette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisyah", "Kumaravel", "Mei Ling", "Oluwaseun"]
+FAMILY = ["Brucer", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
+FILLER = (
+    "pt c/o chest pain 2/7 BP 120/70 HR 88 afebrile lungs clear abdomen soft non tender plan review "
+    "bloods FBC U/E LFT CXR ECG sinus rhythm no acute changes continue current medications follow up"
+).split()
+
+
+def schema_url(base: str, schema: str) -> str:
+    url = sa.engine.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
+def generate(base: str, schema: str, notes: int, seed: int = 1) -> None:
+    """Create the patients and notes tables in `schema` and fill them with COPY."""
+    rng = random.Random(seed)
+    engine = sa.create_engine(schema_url(base, schema))
+    patients = max(1, notes // 10)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE patients (patient_id integer PRIMARY KEY, given_name text, family_name text, "
+            "next_of_kin text, nric text, phone text, date_of_birth date, address text)"
+        )
+        conn.exec_driver_sql("CREATE TABLE notes (note_id integer PRIMARY KEY, patient_id integer, body text)")
+        cursor = conn.connection.dbapi_connection.cursor()
+        with cursor.copy("COPY patients FROM STDIN") as copy:
+            for pid in range(patients):
+                copy.write_row((
+                    pid, rng.choice(GIVEN), rng.choice(FAMILY), f"{rng.choice(GIVEN)} {rng.choice(FAMILY)}",
+                    f"S{rng.randrange(10**7):07d}D", f"9{rng.randrange(10**7):07d}",
+                    f"{rng.randrange(1930, 2010)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}",
+                    f"Blk {rng.randrange(1, 999)} Lorong {rng.randrange(1, 9)} #0{rng.randrange(1, 9)}-{rng.randrange(10, 99)}",
+                ))
+        with cursor.copy("COPY notes FROM STDIN") as copy:
+            for nid in range(notes):
+                pid = rng.randrange(patients)
+                words = rng.choices(FILLER, k=45)
+                words.insert(rng.randrange(len(words)), f"Pt {rng.choice(GIVEN)} {rng.choice(FAMILY)}")
+                words.insert(rng.randrange(len(words)), f"seen {rng.randrange(1, 28)}/{rng.randrange(1, 12)}/2019")
+                words.insert(rng.randrange(len(words)), f"call {rng.randrange(6, 10)}{rng.randrange(10**6, 10**7)}")
+                copy.write_row((nid, pid, " ".join(words)))
+        conn.exec_driver_sql("ANALYZE patients; ANALYZE notes")
+    engine.dispose()
+
+
+CONFIG = """
+[source]
+url = "{source}"
+[patients]
+table = "patients"
+id = "patient_id"
+names = ["given_name", "family_name"]
+relatives = ["next_of_kin"]
+identifiers = ["nric"]
+phones = ["phone"]
+dates = ["date_of_birth"]
+addresses = ["address"]
+[notes]
+table = "notes"
+id = "note_id"
+patient = "patient_id"
+text = "body"
+[target]
+url = "{target}"
+[classifier]
+enabled = {classifier}
+[run]
+batch_size = {batch_size}
+"""
+
+
+def measure(base: str, notes: int, classifier: bool, batch_size: int) -> tuple[float, float, int]:
+    """(peak RSS in MiB, seconds, exit status) of one run over a fresh `notes`-note source."""
+    tag = uuid.uuid4().hex[:8]
+    source, target = f"anon_bench_src_{tag}", f"anon_bench_dst_{tag}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{source}"')
+        conn.exec_driver_sql(f'CREATE SCHEMA "{target}"')
+    try:
+        started = time.perf_counter()
+        generate(base, source, notes)
+        print(f"  generated {notes:,} notes in {time.perf_counter() - started:.0f} s", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            config = Path(tmp) / "anonymizer.toml"
+            config.write_text(CONFIG.format(
+                source=schema_url(base, source), target=schema_url(base, target),
+                classifier=str(classifier).lower(), batch_size=batch_size,
+            ))
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                [sys.executable, "-m", "anonymizer", "run", "--config", str(config)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )
+            _, status, usage = os.wait4(process.pid, 0)
+            seconds = time.perf_counter() - started
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode:
+                sys.stderr.write(process.stderr.read().decode(errors="replace"))
+        return usage.ru_maxrss / 1024, seconds, process.returncode  # Linux: ru_maxrss in KiB
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{source}" CASCADE')
+            conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{target}" CASCADE')
+        admin.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--notes", type=int, nargs="+", default=[100_000, 200_000])
+    parser.add_argument("--classifier", action="store_true", help="Also run the SVM (much slower).")
+    parser.add_argument("--batch-size", type=int, default=500)
+    args = parser.parse_args()
+    label = "rules + classifier" if args.classifier else "rules only, classifier disabled"
+    for n in args.notes:
+        print(f"{n:,} notes ({label}, batch size {args.batch_size}):", flush=True)
+        peak, seconds, status = measure(args.url, n, args.classifier, args.batch_size)
+        print(f"  peak RSS {peak:,.0f} MiB; run {seconds:,.0f} s ({n / seconds:,.0f} notes/s); exit {status}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""The classifier: deterministic training, plain-data model == scikit-learn, shipped model, union."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anonymizer.classifier.model import DEFAULT_MODEL, Model, SvmDetector, load_detector, load_model
+from anonymizer.classifier.train import (
+    TrainingOptions,
+    build_dataset,
+    fit,
+    fit_estimators,
+    label_tokens,
+    save_model,
+    train,
+)
+from anonymizer.classifier.features import Tokens
+from anonymizer.config import ClassifierConfig
+from anonymizer.corpora import Corpus, GoldNote
+from anonymizer.record import PatientRecord
+from anonymizer.spans import Span, union
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "physionet-nursing"
+
+DOCTORS = ["Healey", "Rizzo", "Souza", "Bean", "Kowalski", "Nguyen", "Okafor", "Lindqvist"]
+RELATIVES = ["Mary", "Hank", "Lisa", "Janet", "Vinny", "Ed"]
+PLACES = ["Calvert", "Kernan", "Catonsville", "Harford", "Towson"]
+TEMPLATES = [
+    "Pt seen by Dr {doc} this am. Plan d/w team.",
+    "SOCIAL: wife {rel} at bedside, updated by RN.",
+    "Transferred from {place} Hospital on {date}. VSS.",
+    "NEURO: A&Ox3, MAE. CV: SR 80s, BP 120/70.",
+    "resp: lungs clear, sats 98% on 2L NC. {doc} NP aware.",
+    "dtr {rel} called, will visit {date}. lives in {place}.",
+    "GI: abd soft, +BS. GU: foley draining clear yellow urine.",
+]
+
+
+def synthetic_corpus(notes: int = 60, seed: int = 7) -> Corpus:
+    rng = random.Random(seed)
+    out = []
+    records = {}
+    for k in range(notes):
+        pid = str(k % 12)
+        records[pid] = PatientRecord(pid, names=("JOHN", "DOE"))
+        parts, spans, text = [], [], ""
+        for template in rng.sample(TEMPLATES, 4):
+            values = {"doc": rng.choice(DOCTORS), "rel": rng.choice(RELATIVES), "place": rng.choice(PLACES),
+                      "date": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}"}
+            piece = template
+            for key, cat in (("doc", "DOCTOR"), ("rel", "RELATIVE"), ("place", "LOCATION"), ("date", "DATE")):
+                marker = "{" + key + "}"
+                while marker in piece:
+                    at = piece.index(marker)
+                    start = len(text) + at
+                    spans.append((start, start + len(values[key]), cat))
+                    piece = piece[:at] + values[key] + piece[at + len(marker):]
+            text += piece + "\n"
+        out.append(GoldNote(str(k), pid, text, tuple(sorted(spans))))
+    return Corpus("synthetic", out, records, {"DOCTOR": ["Healey", "Rizzo"]})
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return synthetic_corpus()
+
+
+def test_labels_follow_overlapping_gold_spans():
+    tokens = Tokens.of("seen by Dr. E. Nessenson on 7/22")
+    labels = label_tokens(tokens, [(12, 24, "DOCTOR"), (28, 32, "DATE")])
+    assert labels == ["O", "O", "O", "DOCTOR", "DOCTOR", "O", "DATE", "DATE"]
+
+
+def test_training_twice_gives_identical_bytes(tmp_path, corpus):
+    options = TrainingOptions(c=0.2)
+    a = train([corpus], tmp_path / "a.json.gz", options)
+    b = train([corpus], tmp_path / "b.json.gz", options)
+    assert (tmp_path / "a.json.gz").read_bytes() == (tmp_path / "b.json.gz").read_bytes()
+    assert a["sha256"] == b["sha256"]
+    data = json.loads(gzip.decompress((tmp_path / "a.json.gz").read_bytes()))
+    assert data["format"] == "anonymizer-svm/1" and data["heads"]["phi"]["weights"]
+
+
+@pytest.mark.parametrize("mode", ["multiclass", "binary"])
+def test_runtime_decisions_equal_sklearn_decision_function(corpus, mode):
+    options = TrainingOptions(mode=mode, c=0.5)
+    dataset = build_dataset([corpus])
+    fitted = fit_estimators(dataset.notes, options)
+    model = Model(fit(dataset.notes, options))
+    X = fitted.vectorizer.transform(fitted.rows)
+    expected = np.atleast_2d(fitted.estimators["phi"].decision_function(X))
+    if mode == "binary":
+        expected = expected.reshape(-1, 1)
+    got = np.array([model.phi.decision(list(row)) for row in fitted.rows])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+    # and through the detector's own path (features recomputed from text, cached word parts);
+    # the training rows' gazetteer features are cross-fitted, so compare on a model without them
+    options = TrainingOptions(mode=mode, c=0.5, gazetteers=False)
+    fitted = fit_estimators(dataset.notes, options)
+    model = Model(fit(dataset.notes, options))
+    detector = SvmDetector(model, dataset.lists)
+    rows = iter(fitted.vectorizer.transform(fitted.rows))
+    est = fitted.estimators["phi"]
+    for data in dataset.notes[:10]:
+        _, scores = detector.score_tokens(data.note.text, data.record)
+        for score, _ in scores:
+            x = next(rows)
+            d = np.ravel(est.decision_function(x))
+            want = d[0] if mode == "binary" else max(v for c, v in zip(est.classes_, d) if c != "O")
+            assert abs(score - want) < 1e-9
+
+
+def test_detector_scores_only_what_the_rules_left_and_unions(tmp_path, corpus):
+    train([corpus], tmp_path / "m.json.gz", TrainingOptions(c=0.5, threshold=0.0))
+    detector = SvmDetector(Model.load(tmp_path / "m.json.gz"), corpus.lists)
+    text = "Pt seen by Dr Kowalski this am.\nSOCIAL: wife Lisa at bedside, updated by RN."
+    record = PatientRecord("x", names=("JOHN", "DOE"))
+    alone = detector(text, record, [])
+    assert {text[s.start:s.end] for s in alone} >= {"Kowalski", "Lisa"}
+    assert all(s.detector == "svm" for s in alone)
+    rule = Span(text.index("Kowalski"), text.index("Kowalski") + 8, "DOCTOR", "lists", "doctor")
+    rest = detector(text, record, [rule])
+    assert all(text[s.start:s.end] != "Kowalski" for s in rest)
+    merged = union([rule] + rest)
+    covered = {text[m.start:m.end] for m in merged}
+    assert "Kowalski" in covered and "Lisa" in covered
+    assert any("lists:doctor" in m.sources for m in merged)
+
+
+def test_patient_propagation_hook(tmp_path, corpus):
+    train([corpus], tmp_path / "m.json.gz", TrainingOptions(c=0.5, threshold=0.0))
+    detector = SvmDetector(Model.load(tmp_path / "m.json.gz"), corpus.lists)
+    record = PatientRecord("x")
+    notes = [("Pt seen by Dr Kowalski this am.", []), ("kowalski aware of plan", [])]
+    spans = detector.patient_spans(record, notes)
+    assert len(spans) == 2
+    assert all(s.detector == "svm" for per_note in spans for s in per_note)
+
+
+def test_shipped_model_loads_and_runs():
+    if not DEFAULT_MODEL.is_file():
+        pytest.skip("no shipped model")
+    detector = load_detector(ClassifierConfig(), {"DOCTOR": ["Healey"]})
+    assert detector.threshold == load_model().threshold
+    assert DEFAULT_MODEL.stat().st_size < 8_000_000
+    text = "SOCIAL: wife Mary in to visit. Seen by Dr. Nessenson; transferred from Calvert Hospital 7/23."
+    spans = detector(text, PatientRecord("1", names=("ANTONETTE", "BRUCER")), [])
+    found = {text[s.start:s.end] for s in spans}
+    assert "Nessenson" in found or "Mary" in found
+    assert load_detector(ClassifierConfig(threshold=5.0), {})(text, PatientRecord("1"), []) == []
+    assert load_detector(ClassifierConfig(), {}).digest == load_detector(ClassifierConfig(), {}).digest
+
+
+def test_a_missing_or_broken_model_is_a_config_error(tmp_path):
+    from anonymizer.config import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_detector(ClassifierConfig(model=str(tmp_path / "none.json.gz")), {})
+    (tmp_path / "bad.json.gz").write_bytes(b"not a model")
+    with pytest.raises(ConfigError):
+        load_detector(ClassifierConfig(model=str(tmp_path / "bad.json.gz")), {})
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/corpora/physionet-nursing not present")
+def test_runtime_equals_decision_function_on_real_notes():
+    from anonymizer.corpora import load_physionet
+
+    physionet = load_physionet(SHARED)
+    small = Corpus("p", physionet.notes[:50], physionet.records, physionet.lists)
+    dataset = build_dataset([small])
+    options = TrainingOptions(gazetteers=False)
+    fitted = fit_estimators(dataset.notes, options)
+    model = Model(fit(dataset.notes, options))
+    X = fitted.vectorizer.transform(fitted.rows)
+    expected = fitted.estimators["phi"].decision_function(X)
+    got = np.array([model.phi.decision(list(row)) for row in fitted.rows])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)

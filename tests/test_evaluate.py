@@ -1,0 +1,99 @@
+"""Token-level scoring arithmetic on a hand-made example, and grouped cross-validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from anonymizer.corpora import Corpus, GoldNote
+from anonymizer.evaluate import Counts, cross_validate, evaluate, overlap_mask, score_notes, tokenize
+from anonymizer.record import PatientRecord
+from anonymizer.spans import Span
+
+#        0         1         2         3         4
+#        0123456789012345678901234567890123456789012345
+TEXT = "Dr E. Nessenson saw pt on 7/22; wife Mary here."
+GOLD = ((3, 15, "DOCTOR"), (26, 30, "DATE"), (37, 41, "RELATIVE"))
+NOTE = GoldNote("n1", "p1", TEXT, GOLD)
+
+
+def predict(text: str, record: PatientRecord) -> list[Span]:
+    return [
+        Span(6, 15, "DOCTOR", "lists"),  # Nessenson (E missed)
+        Span(26, 30, "DATE", "regex"),  # 7, 22
+        Span(0, 2, "DOCTOR", "honorific"),  # Dr: a false positive
+    ]
+
+
+def test_tokens_and_overlap():
+    starts, ends = tokenize(TEXT)
+    words = [TEXT[s:e] for s, e in zip(starts, ends)]
+    assert words == ["Dr", "E", "Nessenson", "saw", "pt", "on", "7", "22", "wife", "Mary", "here"]
+    gold = overlap_mask(starts, ends, GOLD)
+    assert gold == [None, "DOCTOR", "DOCTOR", None, None, None, "DATE", "DATE", None, "RELATIVE", None]
+
+
+def test_scoring_arithmetic_by_hand():
+    counts = score_notes([NOTE], {"p1": PatientRecord("p1")}, predict)
+    # gold tokens: E, Nessenson, 7, 22, Mary = 5; detected among them: Nessenson, 7, 22 = 3; FP: Dr
+    assert (counts.tp, counts.fp, counts.fn) == (3, 1, 2)
+    assert counts.precision == pytest.approx(3 / 4)
+    assert counts.recall == pytest.approx(3 / 5)
+    assert counts.f1 == pytest.approx(2 * 0.75 * 0.6 / 1.35)
+    # phrases: "E. Nessenson" (not all tokens found), "7/22" found, "Mary" missed
+    assert (counts.phrases, counts.phrases_found) == (3, 1)
+    assert sorted(c for _, c, _ in counts.missed) == ["DOCTOR", "RELATIVE"]
+    table = counts.categories()
+    assert table["DOCTOR"]["recall"] == 0.5 and table["DATE"]["recall"] == 1.0 and table["RELATIVE"]["recall"] == 0.0
+    assert table["DOCTOR"]["precision"] == 0.5  # Dr (wrong) and Nessenson (right)
+    row = counts.row()
+    assert row["tp"] == 3 and row["phrase_recall"] == pytest.approx(1 / 3, abs=1e-4)
+
+
+def test_merge_adds_up():
+    a = score_notes([NOTE], {}, predict)
+    b = score_notes([NOTE], {}, predict)
+    total = Counts()
+    total.merge(a)
+    total.merge(b)
+    assert (total.tp, total.fp, total.fn, total.phrases) == (6, 2, 4, 6)
+
+
+def test_rules_classifier_union_rows():
+    corpus = Corpus("t", [NOTE], {"p1": PatientRecord("p1")})
+
+    def classifier(text, record, rule_spans):
+        flagged = {(s.start, s.end) for s in rule_spans}
+        mary = (37, 41)
+        return [] if mary in flagged else [Span(*mary, "RELATIVE", "svm")]
+
+    rows = evaluate(corpus, rules=predict, classifier=classifier)
+    assert set(rows) == {"rules", "classifier", "union"}
+    assert rows["classifier"].tp == 1 and rows["classifier"].fp == 0
+    assert rows["union"].tp == 4 and rows["union"].fn == 1 and rows["union"].fp == 1
+
+
+def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(monkeypatch):
+    from tests.test_classifier import synthetic_corpus
+
+    from anonymizer.classifier import train as train_module
+    from anonymizer.classifier.train import TrainingOptions, build_dataset
+
+    dataset = build_dataset([synthetic_corpus(notes=40)])
+    seen: list[set[str]] = []
+    real_fit = train_module.fit
+
+    def spy(notes, options, lists=None):
+        seen.append({n.note.patient_id for n in notes})
+        return real_fit(notes, options, lists)
+
+    monkeypatch.setattr(train_module, "fit", spy)
+    result = cross_validate(dataset, TrainingOptions(c=0.5), folds=4)
+    assert len(seen) == 4
+    for fold, patients in enumerate(seen):
+        tested = {d.note.patient_id for d, f in zip(result.notes, result.fold_of_note) if f == fold}
+        assert tested and not (tested & patients)
+    again = cross_validate(dataset, TrainingOptions(c=0.5), folds=4)
+    assert all((a == b).all() for a, b in zip(result.scores, again.scores))
+    summary = result.summary()
+    assert set(summary["rows"]) >= {"rules", "classifier", "union"}
+    assert summary["curve"] and summary["rows"]["classifier"]["recall"] > 0.5

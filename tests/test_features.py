@@ -1,0 +1,120 @@
+"""Feature extraction on fragmented clinical text: bullets, ALL CAPS, abbreviations, odd spacing."""
+
+from __future__ import annotations
+
+from anonymizer.classifier.features import (
+    FEATURE_CLASSES,
+    FeatureExtractor,
+    PhraseMatcher,
+    Tokens,
+    capitalisation,
+    chunk_shape,
+    number_band,
+    ratio_bands,
+    section_headings,
+    shape,
+)
+from anonymizer.record import PatientRecord
+
+TEXT = (
+    "NEURO: A&OX3, MAE.\n"
+    "- SOCIAL: wife Mary at bedside; son called.\n"
+    "* s/p CABG 7/22/93, seen by Dr. E. Nessenson NP\n"
+    "PT TRANSFERRED FROM CALVERT HOSPITAL ON 7/23.\n"
+)
+
+
+def feats_of(extractor: FeatureExtractor, text: str, word: str, record=None, nth: int = 0) -> list[str]:
+    tokens, feats = extractor.features(text, record)
+    positions = [i for i, w in enumerate(tokens.words) if w == word]
+    return feats[positions[nth]]
+
+
+def test_tokens_are_runs_of_letters_and_digits():
+    tokens = Tokens.of("s/p CABG 7/22/93, A&OX3 o'rourke_x")
+    assert tokens.words == ["s", "p", "CABG", "7", "22", "93", "A", "OX3", "o", "rourke", "x"]
+    assert all(tokens.words[i] == "s/p CABG 7/22/93, A&OX3 o'rourke_x"[s:e] for i, (s, e) in enumerate(zip(tokens.starts, tokens.ends)))
+
+
+def test_word_shapes_and_capitalisation():
+    assert shape("Nessenson") == "Xx"
+    assert shape("OX3") == "Xd"
+    assert capitalisation("CALVERT") == "upper"
+    assert capitalisation("Mary") == "title"
+    assert capitalisation("E") == "initial"
+    assert capitalisation("93") == "digits"
+    assert capitalisation("OX3") == "alnum"
+    assert chunk_shape("7/22/93,") == "d/dd/dd,"
+    assert number_band("1993") == "year4"
+    assert number_band("7") == "month"
+    assert number_band("22") == "day"
+
+
+def test_section_headings_at_line_starts_bullets_and_after_semicolons():
+    text = "NEURO: ok\n- SOCIAL: wife here; PLAN: home\nno heading here 12:30"
+    tokens = Tokens.of(text)
+    heads = dict(zip(tokens.words, section_headings(text, tokens.starts)))
+    assert heads["ok"] == "neuro"
+    assert heads["wife"] == "social"
+    assert heads["home"] == "plan"
+    assert heads["30"] == "plan"  # a time is no heading
+
+
+def test_context_window_cues_and_lists_on_fragmented_text():
+    extractor = FeatureExtractor(lists={"HOSPITAL": ["Calvert Hospital"], "DOCTOR": ["Nessenson"]})
+    f = feats_of(extractor, TEXT, "Mary")
+    assert "word=mary" in f
+    assert "window:w-1=wife" in f and "window:w+1=at" in f
+    assert "window:b-=social|wife" in f
+    assert "section=social" in f
+    assert "cue:-wife" in f
+    assert "dict:first" in f
+    assert "ortho:cap=title" in f
+
+    f = feats_of(extractor, TEXT, "CALVERT")
+    assert "lists:HOSPITAL" in f
+    assert "ortho:cap=upper" in f
+    assert "cue:-from" in f
+
+    f = feats_of(extractor, TEXT, "E")
+    assert "ortho:cap=initial" in f
+    assert "ortho:pa=." in f
+    assert "lists:+1:DOCTOR" in f
+
+    f = feats_of(extractor, TEXT, "22")
+    assert "ortho:chunk=d/dd/dd," in f
+    assert "ortho:pb=/" in f
+    assert "ortho:num=day" in f
+
+
+def test_patient_name_edit_distance_ratio():
+    record = PatientRecord("1", names=("ANTONETTE", "BRUCER"))
+    extractor = FeatureExtractor()
+    text = "pt antonette seen; brucr family in. brucer aware"
+    assert "record:pt=exact" in feats_of(extractor, text, "antonette", record)
+    assert "record:pt=lt34" in feats_of(extractor, text, "brucr", record)  # d=1, 1/5 = 0.2
+    bands = ratio_bands(["brucer", "in", "aware"], ["brucer", "antonette"])
+    assert bands == {"brucer": "exact"}
+
+
+def test_feature_classes_can_be_switched_off_and_features_are_deterministic():
+    every = FeatureExtractor()
+    only_word = FeatureExtractor(classes=("word", "window"))
+    f = feats_of(only_word, TEXT, "Mary")
+    assert all(x.startswith(("word=", "window:")) for x in f)
+    a = every.features(TEXT)[1]
+    b = FeatureExtractor().features(TEXT)[1]
+    assert a == b
+    assert set(FEATURE_CLASSES) >= {"word", "window", "ortho", "dict", "record", "lists", "cue", "gaz"}
+
+
+def test_phrase_matcher_matches_whole_token_sequences_case_insensitively():
+    m = PhraseMatcher(["Anne Arundel Medical Center", "Bel Air"])
+    tokens = Tokens.of("to ANNE ARUNDEL MEDICAL CENTER; anne only; bel air")
+    assert m.cover(tokens.lowers) == [False, True, True, True, True, False, False, True, True]
+
+
+def test_empty_and_symbol_only_text():
+    extractor = FeatureExtractor()
+    assert extractor.features("")[1] == []
+    assert extractor.features(" -- ** \n ")[1] == []
