@@ -146,12 +146,16 @@ def _rebuild(text: str, spans, values) -> str:
 def _align(text: str, spans, released: str) -> list[str | None]:
     """Each span's replacement, as the stretch of `released` between the unchanged text around it."""
     gaps = [text[(spans[i - 1].end if i else 0) : s.start] for i, s in enumerate(spans)] + [text[spans[-1].end :] if spans else text]
-    pattern = "(.*?)".join(regex.escape(g) for g in gaps)
-    try:
-        found = regex.fullmatch(pattern, released, flags=regex.DOTALL, timeout=1.0)
-    except TimeoutError:
-        found = None
-    return list(found.groups()) if found else [None] * len(spans)
+    readings = []
+    for group in ("(.*?)", "(.*)"):  # the shortest and the longest reading: where they differ, it is ambiguous
+        try:
+            found = regex.fullmatch(group.join(regex.escape(g) for g in gaps), released, flags=regex.DOTALL, timeout=1.0)
+        except TimeoutError:
+            found = None
+        if found is None:
+            return [None] * len(spans)
+        readings.append(found.groups())
+    return [a if a == b else None for a, b in zip(*readings)]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from anonymizer import audit
 from anonymizer.config import Config, ConfigError, load_config
+from anonymizer.parallel import default_workers
 from anonymizer.run import RunSummary, reprocess as reprocess_job, run as run_job
 from anonymizer.source import DBAPIError, database_error
 from anonymizer.spans import CATEGORIES
@@ -30,6 +31,7 @@ out = Console()
 err = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: $ANONYMIZER_CONFIG, then ./anonymizer.toml).")
+WorkersOption = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: the number of cores); the output does not depend on it.")
 
 
 @app.callback()
@@ -54,6 +56,7 @@ def run(
     batch_size: Optional[int] = typer.Option(None, min=1, help="Notes per batch and per target transaction."),
     limit: Optional[int] = typer.Option(None, min=1, help="Stop after this many notes."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Detect and count, write nothing."),
+    workers: Optional[int] = WorkersOption,
 ) -> None:
     """Anonymize every note of the source into the target."""
     bar = Progress(
@@ -76,7 +79,10 @@ def run(
         bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:,.0f}" if elapsed else "-")
 
     try:
-        summary = run_job(load_config(config), batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance)
+        summary = run_job(
+            load_config(config), batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance,
+            workers=workers or default_workers(),
+        )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:  # a database failed mid-run: one line, no data; the run is marked failed
@@ -114,6 +120,7 @@ def reprocess(
     patients_from: Optional[Path] = typer.Option(None, help="A file of patient ids, one a line."),
     changed: bool = typer.Option(False, "--changed", help="Also every patient whose record changed since its last run."),
     config: Optional[Path] = ConfigOption,
+    workers: Optional[int] = WorkersOption,
 ) -> None:
     """Re-run every note of some patients, replacing their rows in one transaction per patient."""
     ids = list(patient)
@@ -124,7 +131,7 @@ def reprocess(
             ids += [line.strip() for line in patients_from.read_text().splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
-        summary = reprocess_job(load_config(config), ids, changed=changed)
+        summary = reprocess_job(load_config(config), ids, changed=changed, workers=workers or default_workers())
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:

@@ -29,8 +29,17 @@ class PatientRecord:
 
     def digest(self) -> str:
         """A stable hash of the record: kept in bookkeeping to notice changed records, never the values."""
+        global _last_digest
+        last = _last_digest  # every note's source digest needs it: computed once per patient
+        if last[0] is self:
+            return last[1]
         payload = {k: [str(v) for v in vals] if isinstance(vals, tuple) else str(vals) for k, vals in asdict(self).items()}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        _last_digest = (self, digest)  # one tuple: atomic; holding the record keeps its id unique
+        return digest
+
+
+_last_digest: tuple[PatientRecord | None, str] = (None, "")
 
 
 # A note whose patient has no row in the patients table still gets every detector that needs no

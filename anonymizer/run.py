@@ -18,6 +18,7 @@ from typing import Callable, Collection
 from anonymizer.config import Config, ConfigError
 from anonymizer.detectors.lists import load_list_file
 from anonymizer.pipeline import NoteResult, Pipeline, anonymize_patient, build_pipeline
+from anonymizer.parallel import processed_batches, processed_patients
 from anonymizer.record import empty_record
 from anonymizer.source import Batch, Source
 from anonymizer.target import Target
@@ -90,8 +91,13 @@ def run(
     patient_ids: Collection[str] | None = None,
     kind: str = "run",
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> RunSummary:
-    """Anonymize the configured source into the target (or only count, with `dry_run`)."""
+    """Anonymize the configured source into the target (or only count, with `dry_run`).
+
+    With `workers` > 1 the unit of work runs in a process pool (:mod:`anonymizer.parallel`);
+    this process still reads and writes everything, in the same order, with the same output.
+    """
     source, pipeline = prepare(config)
     target = None if dry_run else Target(config.target.url)
     summary = RunSummary()
@@ -102,9 +108,8 @@ def run(
     total = min(total, limit) if limit else total
     status = "failed"
     try:
-        for batch in source.batches(batch_size or config.run.batch_size, limit, patient_ids):
-            written = target.digests(n.note_id for n in batch.notes) if target else {}
-            results, skipped = process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest)
+        batches = source.batches(batch_size or config.run.batch_size, limit, patient_ids)
+        for batch, results, skipped in processed_batches(batches, pipeline, target, config, workers):
             if target is not None:
                 digests = {pid: batch.records[pid].digest() for pid in {n.patient_id for n in batch.notes}}
                 target.write(summary.run_id, results, digests)
@@ -143,6 +148,7 @@ def reprocess(
     *,
     changed: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> RunSummary:
     """Re-run every note of these patients and replace their rows, one transaction per patient."""
     source, pipeline = prepare(config)
@@ -152,10 +158,7 @@ def reprocess(
     started = time.perf_counter()
     status = "failed"
     try:
-        for pid in patients:
-            record = source.records([pid])[pid]
-            notes = [note for batch in source.batches(config.run.batch_size, patient_ids=[pid]) for note in batch.notes]
-            results = anonymize_patient(record, notes, pipeline)
+        for pid, record, notes, results in processed_patients(source, patients, pipeline, config, workers):
             target.replace_patient(summary.run_id, pid, results, record.digest())
             summary.no_record += len(notes) if record == empty_record(pid) else 0
             _count(summary, results)

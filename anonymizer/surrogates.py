@@ -53,6 +53,8 @@ from anonymizer.spans import MergedSpan
 NAME_CATEGORIES = frozenset({"PATIENT", "RELATIVE", "DOCTOR", "NAME"})
 MAX_ATTEMPTS = 12  # candidates tried before a span falls back to its tag
 LEAK_ROUNDS = 6  # rounds of leak checks over a note before flagged replacements fall back to tags
+WINDOW = 40  # characters around a replacement that the leak check reads (the longest record pattern is shorter)
+SEPARATOR = " | "  # between windows: no name, phone, identifier, date or address pattern runs across it
 DAYS_PER_MONTH = 365.2425 / 12
 
 WORD = regex.compile(r"[^\W\d_]+")  # as the names detector splits words
@@ -317,6 +319,8 @@ def parse_date(text: str, preferred: Sequence[str] = (), record_dates: Iterable[
             reading = _read(tokens, kinds, comps, order)
             if reading is not None:
                 readings.append(reading)
+                if not record_dates:
+                    break  # nothing to prefer: the first reading stands
     if not readings:
         return None
     wanted = {(d.year, d.month, d.day) for d in record_dates}
@@ -446,8 +450,10 @@ class PatientState:
     initials: dict[str, str]  # first letter of a record token -> first letter of its surrogate
     origin: str  # the record's main name origin, for words of unknown origin
     forbidden: tuple[str, ...]  # record values (casefolded) no place/hospital surrogate may contain
+    value_words: frozenset[str]  # words of the record's addresses and identifiers, casefolded
+    initial_letters: frozenset[str]  # first letters of the record's name tokens
     dates: tuple[dt.date, ...]
-    other: dict[tuple[str, ...], str] = field(default_factory=dict)  # memo of keyed choices
+    other: dict[tuple, object] = field(default_factory=dict)  # memo of keyed choices, parses and surrogates
 
 
 class SurrogateReplacer:
@@ -477,6 +483,9 @@ class SurrogateReplacer:
             RecordNames.from_rules(rules_dir, "relatives", "RELATIVE", name_threshold),
             RecordValues(date_pattern=date_pattern),
         ]
+        self._name_detectors = [d for d in self._leak_detectors if isinstance(d, RecordNames)]
+        self._value_detectors = [d for d in self._leak_detectors if isinstance(d, RecordValues)]
+        self._other_detectors = [d for d in self._leak_detectors if not isinstance(d, (RecordNames, RecordValues))]
         self._split = regex.compile(f"({self._connector.pattern})")
         self._state = per_record(self._build_state)
         fingerprint = hmac.new(secret, b"anonymizer/fingerprint", hashlib.sha256).hexdigest()
@@ -504,11 +513,7 @@ class SurrogateReplacer:
         if record is None:
             raise ValueError("surrogate replacement needs the patient's record")
         state = self._state(record)
-        dates = {
-            i: parse_date(text[s.start : s.end], _orders(s.sources), state.dates)
-            for i, s in enumerate(spans)
-            if s.category == "DATE"
-        }
+        dates = {i: self._parse(state, text[s.start : s.end], s.sources) for i, s in enumerate(spans) if s.category == "DATE"}
         anchors = [(spans[i].start, p) for i, p in dates.items() if p is not None and p.month and p.year]
         makers = [self._maker(s, text[s.start : s.end], state, dates.get(i), anchors) for i, s in enumerate(spans)]
         attempts = [0] * len(spans)
@@ -525,6 +530,13 @@ class SurrogateReplacer:
         for i in self._leaking(text, spans, out, record):
             out[i] = (f"[{spans[i].category}]", False)
         return [value for value, _ in out]
+
+    @staticmethod
+    def _parse(state: PatientState, text: str, sources: Sequence[str]) -> ParsedDate | None:
+        key = ("parsed", text, *_orders(sources))
+        if key not in state.other:
+            state.other[key] = parse_date(text, key[2:], state.dates)
+        return state.other[key]
 
     @staticmethod
     def _candidate(make, original: str, attempts: list[int], i: int, category: str) -> tuple[str, bool]:
@@ -558,10 +570,62 @@ class SurrogateReplacer:
             return set()
         parts.append(text[position:])
         released = "".join(parts)
+        state = self._state(record)
+        # Only the text around a replacement can change what the detectors find, and only if the
+        # replacement holds something they could take for the record: a word close to a name token,
+        # a digit, or a word of the record's addresses and identifiers.  The rest is not scanned.
+        bad: set[int] = set()
+        for detectors, relevant in (
+            (self._name_detectors, lambda value: self._may_be_name(state, value)),
+            (self._value_detectors, lambda value: self._may_be_value(state, value)),
+            (self._other_detectors, lambda value: True),
+        ):
+            chosen = [r for r in regions if relevant(released[r[0] : r[1]])]
+            if detectors and chosen:
+                bad |= self._flagged(detectors, released, chosen, record)
+        return bad
+
+    def _may_be_name(self, state: PatientState, value: str) -> bool:
+        for word in WORD.findall(value):
+            word = word.casefold()
+            key = ("name?", word)
+            if key not in state.other:
+                if len(word) == 1:
+                    state.other[key] = word in state.initial_letters
+                else:
+                    state.other[key] = any(word == t if len(t) <= SHORT or len(word) <= SHORT else self._close(word, t)
+                                           for t in state.tokens)
+            if state.other[key]:
+                return True
+        return False
+
+    @staticmethod
+    def _may_be_value(state: PatientState, value: str) -> bool:
+        return any(c.isdigit() for c in value) or any(w.casefold() in state.value_words for w in WORD.findall(value))
+
+    @staticmethod
+    def _flagged(detectors, released: str, regions: list[tuple[int, int, int]], record: PatientRecord) -> set[int]:
+        """Regions the detectors flag, scanning windows around them joined by a separator no pattern crosses."""
+        windows: list[list[int]] = []
+        for start, end, _ in regions:
+            low, high = max(0, start - WINDOW), min(len(released), end + WINDOW)
+            if windows and low <= windows[-1][1]:
+                windows[-1][1] = max(windows[-1][1], high)
+            else:
+                windows.append([low, high])
+        probe_parts, offsets = [], []  # offsets: (start in the probe, start in the released text)
+        at = 0
+        for low, high in windows:
+            offsets.append((at, low))
+            probe_parts.append(released[low:high])
+            at += high - low + len(SEPARATOR)
+        probe = SEPARATOR.join(probe_parts)
         bad = set()
-        for detector in self._leak_detectors:
-            for found in detector(released, record):
-                bad.update(i for start, end, i in regions if found.start < end and found.end > start)
+        for detector in detectors:
+            for found in detector(probe, record):
+                base = next(b for b in reversed(offsets) if b[0] <= found.start)
+                start, end = found.start - base[0] + base[1], found.end - base[0] + base[1]
+                bad.update(i for low, high, i in regions if start < high and end > low)
         return bad
 
     # --- per patient ---
@@ -580,6 +644,8 @@ class SurrogateReplacer:
             keyed=keyed, days=days, months=months, years=years, tokens=tokens, names={}, initials={},
             origin=origin,
             forbidden=tuple(v.casefold() for v in (*record.names, *record.relatives, *record.addresses, *record.identifiers)),
+            value_words=frozenset(w.casefold() for v in (*record.addresses, *record.identifiers) for w in WORD.findall(v)),
+            initial_letters=frozenset(t[0] for t in tokens),
             dates=record.dates,
         )
         used: set[str] = set()
@@ -687,6 +753,20 @@ class SurrogateReplacer:
     # --- makers: attempt -> (candidate, must differ from the original) ---
 
     def _maker(self, span: MergedSpan, original: str, state: PatientState, parsed: ParsedDate | None, anchors):
+        make = self._make(span, original, state, parsed, anchors)
+        if span.category == "DATE" and parsed is not None and parsed.order in ("d", "dm", "md"):
+            return make  # depends on the other dates of the note
+        memo = state.other
+
+        def remembered(attempt: int):  # a patient's notes repeat their names and dates
+            key = ("made", span.category, original, parsed.order if parsed else "", attempt)
+            if key not in memo:
+                memo[key] = make(attempt)
+            return memo[key]
+
+        return remembered
+
+    def _make(self, span: MergedSpan, original: str, state: PatientState, parsed: ParsedDate | None, anchors):
         category = span.category
         if category in NAME_CATEGORIES:
             return lambda attempt: (self._name(original, state, attempt), True)

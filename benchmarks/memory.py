@@ -9,8 +9,12 @@ ten notes, notes of ~400 characters with names, NRICs, phones and dates) loaded 
 its peak resident set size (ru_maxrss from wait4, so only that process) is printed.  If memory is
 flat the numbers for 100k and 200k notes are about the same.  Both schemas are dropped afterwards.
 
-The classifier is off by default (rules only, ~1,000 notes/s): with it on a 200,000-note run takes
-several times longer; pass --classifier to measure it too.
+The classifier is off by default (rules only; a 200,000-note run then takes 10-20 minutes on two
+cores, the classifier would multiply that); pass --classifier to measure it too.
+
+--unstreamed also measures, for comparison, the same run with the source read buffered (the
+`stream_results` option removed): that process is killed once 2,000 notes are written, by which
+time the driver holds the whole result, and its peak RSS is printed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,7 +103,31 @@ batch_size = {batch_size}
 """
 
 
-def measure(base: str, notes: int, classifier: bool, batch_size: int) -> tuple[float, float, int]:
+UNSTREAMED = """
+import sqlalchemy.engine.base as base
+options = base.Connection.execution_options
+def buffered(self, **kw):
+    kw.pop("stream_results", None)
+    kw.pop("yield_per", None)
+    return options(self, **kw)
+base.Connection.execution_options = buffered
+from anonymizer.cli import app
+app()
+"""
+
+
+def written(url: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT count(*) FROM anonymized_notes").scalar_one()
+    except sa.exc.DBAPIError:
+        return 0
+    finally:
+        engine.dispose()
+
+
+def measure(base: str, notes: int, classifier: bool, batch_size: int, unstreamed: bool = False) -> tuple[float, float, int]:
     """(peak RSS in MiB, seconds, exit status) of one run over a fresh `notes`-note source."""
     tag = uuid.uuid4().hex[:8]
     source, target = f"anon_bench_src_{tag}", f"anon_bench_dst_{tag}"
@@ -117,14 +146,19 @@ def measure(base: str, notes: int, classifier: bool, batch_size: int) -> tuple[f
                 classifier=str(classifier).lower(), batch_size=batch_size,
             ))
             started = time.perf_counter()
+            program = ["-c", UNSTREAMED] if unstreamed else ["-m", "anonymizer"]
             process = subprocess.Popen(
-                [sys.executable, "-m", "anonymizer", "run", "--config", str(config)],
+                [sys.executable, *program, "run", "--config", str(config)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )
+            while unstreamed and process.poll() is None and written(schema_url(base, target)) < 2000:
+                time.sleep(0.5)
+            if unstreamed and process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
             _, status, usage = os.wait4(process.pid, 0)
             seconds = time.perf_counter() - started
             process.returncode = os.waitstatus_to_exitcode(status)
-            if process.returncode:
+            if process.returncode > 0:
                 sys.stderr.write(process.stderr.read().decode(errors="replace"))
         return usage.ru_maxrss / 1024, seconds, process.returncode  # Linux: ru_maxrss in KiB
     finally:
@@ -140,12 +174,16 @@ def main() -> None:
     parser.add_argument("--notes", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--classifier", action="store_true", help="Also run the SVM (much slower).")
     parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--unstreamed", action="store_true", help="Also measure a buffered source read.")
     args = parser.parse_args()
     label = "rules + classifier" if args.classifier else "rules only, classifier disabled"
     for n in args.notes:
         print(f"{n:,} notes ({label}, batch size {args.batch_size}):", flush=True)
         peak, seconds, status = measure(args.url, n, args.classifier, args.batch_size)
         print(f"  peak RSS {peak:,.0f} MiB; run {seconds:,.0f} s ({n / seconds:,.0f} notes/s); exit {status}", flush=True)
+        if args.unstreamed:
+            peak, seconds, _ = measure(args.url, n, args.classifier, args.batch_size, unstreamed=True)
+            print(f"  without streaming (killed after 2,000 notes): peak RSS {peak:,.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":

@@ -92,4 +92,4 @@ def hospital(tmp_path: Path) -> Path:
 
 
 # Fresh PostgreSQL schemas, MariaDB databases and SQLite files per test (tests/servers.py).
-from tests.servers import databases  # noqa: E402,F401
+from tests.servers import databases, pytest_runtest_logreport, pytest_terminal_summary  # noqa: E402,F401

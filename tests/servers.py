@@ -67,15 +67,17 @@ def admin_engine(kind: str) -> sa.Engine:
 class Databases:
     """Creates empty databases for one test and drops them all at teardown."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, nodeid: str = "") -> None:
         self.tmp_path = tmp_path
+        self.nodeid = nodeid
         self.created: list[tuple[str, str]] = []  # (kind, name)
         self.roles: list[str] = []
         self.engines: list[sa.Engine] = []
 
-    def url(self, kind: str, label: str = "db") -> str:
+    def url(self, kind: str, label: str = "db", charset: str = "utf8mb4 COLLATE utf8mb4_unicode_ci") -> str:
         """The URL of a new, empty database of `kind` (sqlite, postgresql or mariadb)."""
         require(kind)
+        USED.setdefault(self.nodeid, []).append(kind)
         name = f"anon_{label}_{uuid.uuid4().hex[:10]}"
         if kind == "sqlite":
             return f"sqlite:///{self.tmp_path / (name + '.db')}"
@@ -84,7 +86,7 @@ class Databases:
             if kind == "postgresql":
                 conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
             else:
-                conn.execute(sa.text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+                conn.execute(sa.text(f"CREATE DATABASE `{name}` CHARACTER SET {charset}"))
         admin.dispose()
         self.created.append((kind, name))
         return schema_url(kind, name)
@@ -145,6 +147,35 @@ class Databases:
             admin.dispose()
 
 
+# Which engines each test used and how it ended, for the summary line CI logs show.
+USED: dict[str, list[str]] = {}
+OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.nodeid in USED and (report.when == "call" or report.outcome != "passed"):
+        OUTCOMES[report.nodeid] = "skipped" if report.skipped else report.outcome if report.when == "call" else "error"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per engine: how many tests ran on a real PostgreSQL / MariaDB, across engines."""
+    if not USED:
+        return
+    groups: dict[str, dict[str, int]] = {}
+    for nodeid, kinds in USED.items():
+        outcome = OUTCOMES.get(nodeid, "error")
+        servers = [k for k in dict.fromkeys(kinds) if k != "sqlite"]
+        labels = [*servers, "cross-engine"] if len(set(kinds)) > 1 else servers or ["sqlite"]
+        for label in labels:
+            groups.setdefault(label, {}).setdefault(outcome, 0)
+            groups[label][outcome] += 1
+    terminalreporter.write_sep("-", "database engines")
+    for label in ("postgresql", "mariadb", "cross-engine", "sqlite"):
+        if label in groups:
+            counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(groups[label].items()))
+            terminalreporter.write_line(f"{label} tests: {counts}")
+
+
 def schema_url(kind: str, name: str) -> str:
     """The URL of schema (PostgreSQL) or database (MariaDB) `name` on the test server of `kind`."""
     url = sa.engine.make_url(SERVERS[kind])
@@ -168,9 +199,9 @@ def kind_of(url: str) -> str:
 
 
 @pytest.fixture
-def databases(tmp_path: Path):
+def databases(tmp_path: Path, request: pytest.FixtureRequest):
     """Fresh databases on SQLite, PostgreSQL or MariaDB: ``databases.url("postgresql")``."""
-    dbs = Databases(tmp_path)
+    dbs = Databases(tmp_path, request.node.nodeid)
     try:
         yield dbs
     finally:

@@ -72,7 +72,8 @@ def create_source(url: str, patients=PATIENTS, notes=NOTES, body_type: sa.types.
     metadata.create_all(engine)
     with engine.begin() as conn:
         conn.execute(p.insert(), [{**dict(phone=None, address=None, date_of_birth=None), **row} for row in patients])
-        conn.execute(n.insert(), notes)
+        if notes:
+            conn.execute(n.insert(), notes)
         conn.execute(s.insert(), [dict(staff_id=1, full_name="Healey")])
     engine.dispose()
 
@@ -333,3 +334,19 @@ def test_rows_added_to_the_source_during_a_run_are_never_lost(databases, tmp_pat
     done, failed = check_every_note_once(source, target)
     assert len(done) == len(notes) + len(added) and not failed
     assert first.done + second.done == len(done)
+
+
+def test_mariadb_target_with_latin1_and_case_insensitive_defaults_keeps_every_note(databases, tmp_path):
+    """Migration 0003: CJK and emoji are stored, and ids that differ only in case stay two notes."""
+    source, target = databases.url("sqlite", "src"), databases.url("mariadb", "dst", charset="latin1")
+    create_source(source, notes=[])
+    execute(source, "DROP TABLE notes", "CREATE TABLE notes (note_id TEXT PRIMARY KEY, patient_id INTEGER, body TEXT)")
+    rows = [("n-a", 4, "陈 大文 seen 😀"), ("N-A", 2, "Ravi seen"), ("n-b", 3, "Zoë, O'Brien")]
+    engine = sa.create_engine(source)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO notes VALUES (:i, :p, :b)"), [dict(i=i, p=p, b=b) for i, p, b in rows])
+    engine.dispose()
+    summary = run(load_config(write_config(tmp_path / "anonymizer.toml", source, target)))
+    assert (summary.done, summary.failed) == (3, 0)
+    check_every_note_once(source, target)
+    assert anonymized(target) == {"n-a": "[PATIENT] seen 😀", "N-A": "[PATIENT] seen", "n-b": "Zoë, [PATIENT]"}

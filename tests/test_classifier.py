@@ -153,7 +153,9 @@ def test_shipped_model_loads_and_runs():
     spans = detector(text, PatientRecord("1", names=("ANTONETTE", "BRUCER")), [])
     found = {text[s.start:s.end] for s in spans}
     assert "Nessenson" in found or "Mary" in found
-    assert load_detector(ClassifierConfig(threshold=5.0), {})(text, PatientRecord("1"), []) == []
+    # a threshold above every score leaves only what the recall heuristics add ("wife Mary")
+    high = load_detector(ClassifierConfig(threshold=50.0), {})(text, PatientRecord("1"), [])
+    assert all(s.rule for s in high)
     assert load_detector(ClassifierConfig(), {}).digest == load_detector(ClassifierConfig(), {}).digest
 
 

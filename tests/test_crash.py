@@ -27,7 +27,7 @@ GIVEN = ["Antonette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisya
 FAMILY = ["Brucer", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
 
 
-def hospital(rng: random.Random, patients: int = 80, notes: int = 3000) -> tuple[list[dict], list[dict]]:
+def hospital(rng: random.Random, patients: int = 60, notes: int = 2000) -> tuple[list[dict], list[dict]]:
     people = [
         dict(patient_id=i, given_name=rng.choice(GIVEN), family_name=rng.choice(FAMILY), next_of_kin=f"{rng.choice(GIVEN)} X",
              nric=f"S{rng.randrange(10**7):07d}D", phone=f"9{rng.randrange(10**7):07d}", date_of_birth=None, address=None)
@@ -63,8 +63,8 @@ def test_killed_runs_end_with_every_note_exactly_once_as_a_clean_run(databases, 
         before = count(poll)
         # Half the moments are a random time after start (start-up, migration, first batch), half a
         # random number of notes into the run plus a random delay (mid-batch, mid-transaction).
-        wait_rows = 0 if rng.random() < 0.5 else rng.randint(1, 150)
-        delay = rng.uniform(0.0, 2.5) if wait_rows == 0 else rng.uniform(0.0, 0.2)
+        wait_rows = 0 if rng.random() < 0.5 else rng.randint(1, 100)
+        delay = rng.uniform(0.0, 1.5) if wait_rows == 0 else rng.uniform(0.0, 0.2)
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while wait_rows and count(poll) < before + wait_rows and process.poll() is None and time.monotonic() < deadline:

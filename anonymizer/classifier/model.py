@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+
+import numpy as np
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +47,10 @@ class Head:
         self.weights: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in data["weights"].items()}
         self.width = len(self.intercept)
         self._zero = [0.0] * self.width
+        # the same weights as a matrix, for scoring a whole note at once
+        self.index: dict[str, int] = {f: j for j, f in enumerate(self.weights)}
+        self.matrix = np.array(list(self.weights.values()), dtype=np.float64).reshape(len(self.weights), self.width)
+        self.bias = np.array(self.intercept, dtype=np.float64)
 
     def partial(self, features: Sequence[str]) -> list[float]:
         total = list(self._zero)
@@ -60,6 +66,26 @@ class Head:
         """scikit-learn's decision_function for one example (1 value for a binary head)."""
         partial = self.partial(features)
         return [b + p for b, p in zip(self.intercept, partial)]
+
+    def word_vector(self, features: Sequence[str]) -> np.ndarray:
+        ids = [j for j in map(self.index.get, features) if j is not None]
+        return self.matrix[ids].sum(axis=0) if ids else np.zeros(self.width)
+
+    def batch(self, word_vectors: np.ndarray, contexts: Sequence[Sequence[str]]) -> np.ndarray:
+        """Decision values of a note's tokens (rows): intercept + cached word part + context part."""
+        index = self.index
+        ids: list[int] = []
+        owners: list[int] = []
+        for t, ctx in enumerate(contexts):
+            for f in ctx:
+                j = index.get(f)
+                if j is not None:
+                    ids.append(j)
+                    owners.append(t)
+        out = word_vectors + self.bias
+        if ids:
+            np.add.at(out, np.array(owners), self.matrix[np.array(ids)])
+        return out
 
 
 class Model:
@@ -102,6 +128,27 @@ class Model:
             out.append(self._resolve(values, wp, ctx))
         return out
 
+    def score_note(self, words: Sequence[str], contexts: Sequence[Sequence[str]], word_part) -> tuple[list[float], list[str]]:
+        """(PHI score, category) of each token; `word_part(word)` gives the cached word vectors."""
+        if not words:
+            return [], []
+        parts = [word_part(w) for w in words]
+        phi = self.phi.batch(np.array([p[0] for p in parts]), contexts)
+        if self.mode == "binary":
+            scores = phi[:, 0]
+            if self.category is None:
+                return scores.tolist(), ["NAME"] * len(words)
+            cat = self.category.batch(np.array([p[1] for p in parts]), contexts)
+            return scores.tolist(), [self.category.classes[k] for k in cat.argmax(axis=1)]
+        classes = self.phi.classes
+        phi_cols = [k for k, c in enumerate(classes) if c != "O"]
+        sub = phi[:, phi_cols]
+        best = sub.argmax(axis=1)
+        scores = sub[np.arange(len(words)), best]
+        if self.score_kind == "margin" and "O" in classes:
+            scores = scores - phi[:, classes.index("O")]
+        return scores.tolist(), [classes[phi_cols[k]] for k in best]
+
     def _resolve(self, values: list[float], wp, ctx) -> tuple[float, str]:
         if self.mode == "binary":
             score = values[0]
@@ -135,12 +182,12 @@ class SvmDetector:
         self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
         self._word_parts: dict[str, tuple[list[float], list[float]]] = {}
 
-    def _word_part(self, word: str) -> tuple[list[float], list[float]]:
+    def _word_part(self, word: str) -> tuple[np.ndarray, np.ndarray | None]:
         part = self._word_parts.get(word)
         if part is None:
             feats = self.extractor.word_features(word)
-            cat = self.model.category.partial(feats) if self.model.category is not None else []
-            part = (self.model.phi.partial(feats), cat)
+            cat = self.model.category.word_vector(feats) if self.model.category is not None else None
+            part = (self.model.phi.word_vector(feats), cat)
             if len(self._word_parts) > 300_000:
                 self._word_parts.clear()
             self._word_parts[word] = part
@@ -152,8 +199,8 @@ class SvmDetector:
         """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
         context = self.extractor.context_features(text, tokens, record, _covered(tokens, rule_spans))
-        parts = [self._word_part(w) for w in tokens.words]
-        return tokens, self.model.scores(parts, context)
+        scores, categories = self.model.score_note(tokens.words, context, self._word_part)
+        return tokens, list(zip(scores, categories))
 
     def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> "NoteAnalysis":
         """Score the tokens the rules left, apply the threshold and the per-note recall heuristics."""
@@ -166,10 +213,9 @@ class SvmDetector:
         if n:
             context = self.extractor.context_features(text, tokens, record, rule_cats)
             threshold = self.threshold
-            for i, ctx in enumerate(context):
-                if rule_cats[i] is not None:
-                    continue
-                score, category = self.model.scores([self._word_part(tokens.words[i])], [ctx])[0]
+            todo = [i for i in range(n) if rule_cats[i] is None]
+            values, cats = self.model.score_note([tokens.words[i] for i in todo], [context[i] for i in todo], self._word_part)
+            for i, score, category in zip(todo, values, cats):
                 scores[i] = score
                 if score > threshold:
                     flagged[i] = category

@@ -34,12 +34,15 @@ def _common(word: str, dictionaries: Dictionaries) -> bool:
     return rank is not None and rank < COMMON_RANK and word not in dictionaries.words["first"]
 
 
-def _name_like(tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
+def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
     if not word.isalpha():
         return False
     if len(word) == 1:
-        return word.isupper()
+        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O"
+        after = text[tokens.ends[i] : tokens.ends[i] + 1]
+        before = text[tokens.starts[i] - 1 : tokens.starts[i]] if tokens.starts[i] else ""
+        return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
     if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
         return False
     if all_caps:
@@ -66,7 +69,7 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
                 gap = _gap(text, tokens, min(i, j) if abs(j - i) == 1 else min(j, j - step))
                 if "\n" in gap or len(gap.strip(" .")) > 0:
                     break
-                if not _name_like(tokens, j, d, all_caps):
+                if not _name_like(text, tokens, j, d, all_caps):
                     break
                 added[j] = category
                 j += step

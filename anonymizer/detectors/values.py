@@ -2,15 +2,20 @@
 
 Generic patterns find things that look like an ID or a date; this detector finds the patient's
 actual values even when they are written differently from the database ("s 1234567 d",
-"+65 9123-4567", "12th March 85", "Ang Mo Kio Ave 3").  Everything it derives from a record is
-compiled once per patient through :class:`per_record`.
+"+65 9123-4567", "12th March 85", "Ang Mo Kio Ave 3").  What it derives from a record (plain strings and numbers, ranked) is
+built once per patient through :class:`per_record`; no pattern is compiled per patient.  Each
+rule finds what the alternation of the record's renderings would match (docs/performance.md):
+the note is reduced once to a skeleton without the characters a rendering may hold between its
+characters (spaces and dashes for identifiers; spaces, dots, dashes and brackets for phones),
+with an offset map, and each value is looked up in it by `str.find`, with boundary checks.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Iterable
+from functools import lru_cache
+from typing import Iterable, Iterator, Sequence
 
 import re
 
@@ -66,13 +71,50 @@ EDGE_PUNCTUATION = regex.compile(r"^[\W_]+|[\W_]+$")
 MIN_PLACE = 3  # a lone word shorter than this ("Mo") is not worth matching
 
 
+# Compiled once per run, whatever the records: no pattern is compiled per patient.
+_ID_GAP = re.compile(r"[\s\-]+")  # what an identifier may have between its characters
+_PHONE_GAP = re.compile(r"[\s.\-()]+")  # what a phone number may have between its digits
+_SUFFIX_AT = re.compile(f"(?i){SUFFIX}")  # a street word after a place name, e.g. " Ave 3"
+_UNIT_AT = re.compile(r"#\s*(\d+)\s*-\s*(\d+)(?!\d)")  # "#05-12", compared with the record's units
+_STREET_BEFORE = tuple(sorted(STREET_BEFORE, key=len, reverse=True))
+
+# A candidate: (start, alternative's rank, end).  Rank orders the alternatives of a rule as the
+# per-patient alternation did: longer pattern text first.  _leftmost() then picks matches exactly
+# as `finditer` over that alternation would: leftmost start, first alternative, no overlaps.
+Candidate = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Phone:
+    digits: str
+    rank: int
+    tail_start: int  # digits[tail_start:] is the shortest tail that still identifies the number
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    words: tuple[str, ...]  # lower case
+    rank: int
+    single: bool  # one word: only next to a street word
+
+
 @dataclass(frozen=True, slots=True)
 class _Index:
-    """What one record turns into: a compiled pattern per rule, and its dates as numbers."""
+    """What one record turns into: plain strings and numbers to look for, ranked; no compiled pattern."""
 
-    patterns: tuple[tuple[str, str, re.Pattern[str]], ...]  # (rule, category, pattern)
+    identifiers: tuple[tuple[str, int], ...]  # (lower-case characters without spaces and dashes, rank)
+    phones: tuple[_Phone, ...]
+    compact_dates: tuple[tuple[str, int], ...]  # (digits, rank)
+    postal_codes: tuple[tuple[str, int], ...]
+    units: dict[tuple[str, str], int]  # (floor, unit) -> rank
+    places: tuple[_Place, ...]
     dates: frozenset[tuple[int, int, int]]  # (year, month, day)
     days: frozenset[int]  # a date candidate that mentions none of these cannot match
+    day_strings: tuple[str, ...]  # the days as written without a leading zero: one must be in the note
+
+    @property
+    def empty(self) -> bool:
+        return not (self.identifiers or self.phones or self.compact_dates or self.postal_codes or self.units or self.places or self.dates)
 
 
 class RecordValues:
@@ -85,12 +127,23 @@ class RecordValues:
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         index = self._index(record)
-        spans = [
-            Span(m.start(), m.end(), category, self.name, rule)
-            for rule, category, pattern in index.patterns
-            for m in pattern.finditer(text)
-        ]
-        if index.dates:
+        if index.empty or not text:
+            return []
+        spans = []
+        low = None
+        if index.identifiers or index.places:
+            low = _lower(text)
+        for rule, category, candidates in (
+            ("identifier", "ID", _identifier_candidates(text, low, index.identifiers) if index.identifiers else None),
+            ("phone", "PHONE", _phone_candidates(text, index.phones) if index.phones else None),
+            ("date", "DATE", _digit_candidates(text, index.compact_dates) if index.compact_dates else None),
+            ("address", "LOCATION", _address_candidates(text, low, index) if index.postal_codes or index.units or index.places else None),
+        ):
+            if candidates:
+                spans += [Span(start, end, category, self.name, rule) for start, end in _leftmost(candidates)]
+        # The date regex is the costliest part: a note without one of the record's day numbers
+        # written in it cannot hold the record's date, whatever its rendering.
+        if index.dates and (not text.isascii() or any(day in text for day in index.day_strings)):
             for match in self._date_pattern.finditer(text):
                 if match.end() > match.start() and _is_record_date(match.group(), index):
                     spans.append(Span(match.start(), match.end(), "DATE", self.name, "date"))
@@ -99,18 +152,221 @@ class RecordValues:
 
 def _build_index(record: PatientRecord) -> _Index:
     dates = frozenset((d.year, d.month, d.day) for d in record.dates)
-    patterns = []
-    for rule, category, alternatives in (
-        ("identifier", "ID", [p for value in record.identifiers for form in _identifier_forms(value) if (p := _identifier(form))]),
-        ("phone", "PHONE", [p for value in record.phones if (p := _phone(value))]),
-        ("date", "DATE", [p for date in dates for p in _compact_dates(*date)]),
-        ("address", "LOCATION", [p for value in record.addresses for p in _address(value)]),
-    ):
-        if alternatives:
-            ordered = sorted(set(alternatives), key=len, reverse=True)  # longer renderings first
-            # Compiled per patient: the standard library compiles these several times faster than `regex`.
-            patterns.append((rule, category, re.compile(f"(?i)(?:{'|'.join(ordered)})")))
-    return _Index(tuple(patterns), dates, frozenset(day for _, _, day in dates))
+    # The rank of every alternative is its place in the alternation the detector used to compile
+    # per patient (longer pattern text first; ties, which that order left to chance, by the text).
+    identifiers = {
+        pattern: "".join(_lower(c) for c in form if not c.isspace() and c != "-")
+        for value in record.identifiers
+        for form in _identifier_forms(value)
+        if (pattern := _identifier(form))
+    }
+    phones = {pattern: digits for value in record.phones if (digits := regex.sub(r"[^0-9]", "", value)) and (pattern := _phone(value))}
+    compact = {p: p.removeprefix("(?<!\\d)").removesuffix("(?!\\d)") for date in dates for p in _compact_dates(*date)}
+    postal, units, places = {}, {}, {}
+    for value in record.addresses:
+        for code in POSTAL_CODE.findall(value):
+            postal[rf"(?<!\d){code}(?!\d)"] = code
+        for floor, unit in UNIT.findall(value):
+            units[rf"\#\s*{floor}\s*-\s*{unit}(?!\d)"] = (floor, unit)
+        for phrase in _place_names(value):
+            if pattern := _place_pattern(phrase):
+                places[pattern] = phrase
+    ranks = {rule: {p: k for k, p in enumerate(sorted(found, key=lambda p: (-len(p), p)))}
+             for rule, found in (("identifier", identifiers), ("phone", phones), ("date", compact),
+                                 ("address", {**postal, **units, **places}))}
+    return _Index(
+        identifiers=tuple((chars, ranks["identifier"][p]) for p, chars in identifiers.items()),
+        phones=tuple(_Phone(d, ranks["phone"][p], len(d) - MIN_PHONE_DIGITS) for p, d in phones.items()),
+        compact_dates=tuple((digits, ranks["date"][p]) for p, digits in compact.items()),
+        postal_codes=tuple((code, ranks["address"][p]) for p, code in postal.items()),
+        units={key: ranks["address"][p] for p, key in units.items()},
+        places=tuple(_Place(tuple(_lower(w) for w in words), ranks["address"][p], len(words) == 1) for p, words in places.items()),
+        dates=dates,
+        days=frozenset(day for _, _, day in dates),
+        day_strings=tuple(sorted({str(day) for _, _, day in dates})),
+    )
+
+
+def _lower(text: str) -> str:
+    """Lower case, one character for one (so offsets stay valid), as `re` compares ignoring case."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _leftmost(candidates: list[Candidate]) -> list[tuple[int, int]]:
+    """The matches `finditer` over the ranked alternation finds: leftmost, first-ranked, disjoint."""
+    candidates.sort()
+    found = []
+    position = 0
+    for start, _, end in candidates:
+        if start >= position:
+            found.append((start, end))
+            position = end
+    return found
+
+
+def _skeleton(text: str, gap: re.Pattern[str]) -> tuple[str, list[int]]:
+    """The text without its gap characters, and each remaining character's offset in the text."""
+    pieces, offsets = [], []
+    position = 0
+    for m in gap.finditer(text):
+        pieces.append(text[position : m.start()])
+        offsets.extend(range(position, m.start()))
+        position = m.end()
+    pieces.append(text[position:])
+    offsets.extend(range(position, len(text)))
+    return "".join(pieces), offsets
+
+
+def _occurrences(haystack: str, needle: str) -> Iterator[int]:
+    """Every start of `needle` in `haystack`, overlapping ones included."""
+    i = haystack.find(needle)
+    while i >= 0:
+        yield i
+        i = haystack.find(needle, i + 1)
+
+
+def _identifier_candidates(text: str, low: str, identifiers: Sequence[tuple[str, int]]) -> list[Candidate]:
+    """Each identifier's characters with only spaces and dashes between them, not inside a longer
+    run of letters and digits: "s 1234567 d", "S-1234567-D"."""
+    skeleton = _ID_GAP.sub("", low)
+    if not any(chars in skeleton for chars, _ in identifiers):
+        return []
+    skeleton, offsets = _skeleton(low, _ID_GAP)
+    n = len(text)
+    out = []
+    for chars, rank in identifiers:
+        for j in _occurrences(skeleton, chars):
+            start, end = offsets[j], offsets[j + len(chars) - 1] + 1
+            if (start == 0 or not text[start - 1].isalnum()) and (end == n or not text[end].isalnum()):
+                out.append((start, rank, end))
+    return out
+
+
+def _phone_candidates(text: str, phones: Sequence[_Phone]) -> list[Candidate]:
+    """Every way a phone's pattern (see _phone) matches, found from the occurrences of its last
+    MIN_PHONE_DIGITS digits in the note's digits with the grouping characters taken out."""
+    skeleton = _PHONE_GAP.sub("", text)
+    if not any(p.digits[p.tail_start :] in skeleton for p in phones):
+        return []
+    skeleton, offsets = _skeleton(text, _PHONE_GAP)
+    n = len(text)
+    out = []
+    for phone in phones:
+        digits, tail_start = phone.digits, phone.tail_start
+        tail = digits[tail_start:]
+        for t in _occurrences(skeleton, tail):
+            last = offsets[t + len(tail) - 1] + 1
+            if last < n and text[last].isalnum():
+                continue
+            cores: list[tuple[int, int]] = []  # (core start in the skeleton, order within the phone)
+            whole = t - tail_start
+            if whole >= 0 and skeleton.startswith(digits, whole):  # a country code, then the whole number
+                for order, width in enumerate((3, 2, 1)):  # the code's digits are written together
+                    code = whole - width
+                    if code >= 0 and skeleton[code:whole].isdecimal() and offsets[whole - 1] - offsets[code] == width - 1:
+                        cores.append((code, order))
+            for k in range(tail_start + 1):  # maybe a trunk "0", then a tail of at least MIN_PHONE_DIGITS
+                j = t - (tail_start - k)
+                if j < 0 or not skeleton.startswith(digits[k:tail_start], j):
+                    continue
+                if j >= 1 and skeleton[j - 1] == "0":
+                    cores.append((j - 1, 3 + k))
+                cores.append((j, 4 + tail_start + k))
+            for j, order in cores:
+                rank = phone.rank * 1_000_000 + order
+                for start in _phone_starts(text, offsets[j]):
+                    out.append((start, rank, last))
+    return out
+
+
+def _phone_starts(text: str, digit: int) -> list[int]:
+    """Where a match whose digits start at `digit` may start: up to two of "+(" before it, and no
+    letter or digit before that."""
+    starts = []
+    for start in (digit - 2, digit - 1, digit):
+        if start < 0 or any(c not in "+(" for c in text[start:digit]):
+            continue
+        if start == 0 or not text[start - 1].isalnum():
+            starts.append(start)
+    return starts
+
+
+def _digit_candidates(text: str, numbers: Sequence[tuple[str, int]]) -> list[Candidate]:
+    """Each digit string where it is a whole run of digits."""
+    n = len(text)
+    out = []
+    for digits, rank in numbers:
+        for i in _occurrences(text, digits):
+            end = i + len(digits)
+            if (i == 0 or not text[i - 1].isdecimal()) and (end == n or not text[end].isdecimal()):
+                out.append((i, rank, end))
+    return out
+
+
+def _address_candidates(text: str, low: str, index: _Index) -> list[Candidate]:
+    out = _digit_candidates(text, index.postal_codes) if index.postal_codes else []
+    if index.units and "#" in text:
+        for m in _UNIT_AT.finditer(text):
+            rank = index.units.get((m.group(1), m.group(2)))
+            if rank is not None:
+                out.append((m.start(), rank, m.end()))
+    for place in index.places:
+        out += _place_candidates(text, low, place)
+    return out
+
+
+def _place_candidates(text: str, low: str, place: _Place) -> list[Candidate]:
+    """A street or place name, words separated by whitespace, maybe after "Jalan", "Lorong" and
+    maybe before a street word ("Ave 3"); a single word only with one of them."""
+    n = len(text)
+    out = []
+    first, rest = place.words[0], place.words[1:]
+    for a in _occurrences(low, first):
+        if a > 0 and _is_word(text[a - 1]):
+            continue
+        b = a + len(first)
+        for word in rest:
+            gap = b
+            while gap < n and text[gap].isspace():
+                gap += 1
+            if gap == b or not low.startswith(word, gap):
+                break
+            b = gap + len(word)
+        else:
+            if b < n and _is_word(text[b]):
+                continue
+            suffix = _SUFFIX_AT.match(text, b)
+            prefix = _prefix_start(text, low, a)
+            if prefix is not None:
+                out.append((prefix, place.rank, b if place.single or suffix is None else suffix.end()))
+            if suffix is not None:
+                out.append((a, place.rank, suffix.end()))
+            elif not place.single:
+                out.append((a, place.rank, b))
+    return out
+
+
+def _prefix_start(text: str, low: str, name: int) -> int | None:
+    """Where "Jalan " (or "Jln. ", "Lorong ", "Lor ") ending right before `name` starts, if it does."""
+    i = name
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    if i == name:
+        return None
+    if i > 0 and text[i - 1] == ".":
+        i -= 1
+    for word in _STREET_BEFORE:
+        start = i - len(word)
+        if start >= 0 and low.startswith(word, start) and (start == 0 or not _is_word(text[start - 1])):
+            return start
+    return None
 
 
 def _identifier_forms(value: str) -> list[str]:
@@ -174,6 +430,7 @@ def _is_record_date(candidate: str, index: _Index) -> bool:
     return False
 
 
+@lru_cache(maxsize=8192)  # dates recur ("7/22"): each is parsed eight times
 def _readings(text: str) -> set[tuple[int | None, int | None, int | None]]:
     """Every (year, month, day) dateutil reads in `text`, None for a part the text leaves out."""
     readings = set()
@@ -197,15 +454,20 @@ def _address(value: str) -> list[str]:
     """Patterns for an address's street and place names, postal code and unit number."""
     patterns = [rf"(?<!\d){code}(?!\d)" for code in POSTAL_CODE.findall(value)]
     patterns += [rf"\#\s*{floor}\s*-\s*{unit}(?!\d)" for floor, unit in UNIT.findall(value)]
-    for phrase in _place_names(value):
-        name = r"\s+".join(regex.escape(word) for word in phrase) + r"(?!\w)"
-        if len(phrase) > 1:
-            patterns.append(rf"(?<!\w)(?:{PREFIX})?{name}(?:{SUFFIX})?")
-        elif len(phrase[0]) >= MIN_PLACE:
-            # One word ("Tampines", "Downing") is too often an ordinary word on its own: only
-            # next to a street word ("Tampines St 81", "Jalan Kayu") is it this address.
-            patterns.append(rf"(?<!\w)(?:{PREFIX}{name}|{name}{SUFFIX})")
+    patterns += [pattern for phrase in _place_names(value) if (pattern := _place_pattern(phrase))]
     return patterns
+
+
+def _place_pattern(phrase: list[str]) -> str | None:
+    """The pattern a place name stands for (what _place_candidates matches), None if too short."""
+    name = r"\s+".join(regex.escape(word) for word in phrase) + r"(?!\w)"
+    if len(phrase) > 1:
+        return rf"(?<!\w)(?:{PREFIX})?{name}(?:{SUFFIX})?"
+    if len(phrase[0]) >= MIN_PLACE:
+        # One word ("Tampines", "Downing") is too often an ordinary word on its own: only
+        # next to a street word ("Tampines St 81", "Jalan Kayu") is it this address.
+        return rf"(?<!\w)(?:{PREFIX}{name}|{name}{SUFFIX})"
+    return None
 
 
 def _place_names(address: str) -> Iterable[list[str]]:

@@ -1,0 +1,229 @@
+"""Every core: the per-patient unit of work in a process pool, one writer in the main process.
+
+The main process reads the source and writes the target exactly as a one-process run does; only
+:func:`anonymizer.run.process_batch` (for ``run``) and :func:`anonymizer.pipeline.anonymize_patient`
+(for ``reprocess``) move to the workers:
+
+- each worker builds its pipeline once, in the pool's initializer, from the configuration (rules,
+  lists, model: :func:`anonymizer.run.prepare`), and checks that its digest is the main process's;
+- a batch is split into shards of whole patient groups (a patient's notes of a batch stay
+  together, as :func:`~anonymizer.run.process_batch` groups them), each shard is one task;
+- results come back in submission order, and the main process writes each batch in one target
+  transaction in source order, so the skip logic, the bookkeeping and the resumability after a
+  crash are those of a one-process run, and the output is identical for any number of workers.
+
+A few batches are in flight at a time, so memory stays bounded however large the source.  The
+digests of already written notes (the skip logic) are read before a batch is submitted; a batch
+holding a note id of a batch still in flight (a duplicated id in the source) waits until that
+batch is written, so it sees what a one-process run would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+
+from anonymizer.record import Note, PatientRecord
+from anonymizer.source import Batch
+
+if TYPE_CHECKING:
+    from anonymizer.config import Config
+    from anonymizer.pipeline import NoteResult, Pipeline
+    from anonymizer.source import Source
+    from anonymizer.target import Target
+
+BATCHES_AHEAD = 2  # batches submitted beyond the one being written
+SHARDS_PER_WORKER = 2  # per batch: enough to keep every worker busy when patients differ in size
+
+_pipeline: "Pipeline | None" = None  # the worker's own, built once by _init
+
+
+def default_workers() -> int:
+    """The number of cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# --- in the workers ---------------------------------------------------------------------------
+
+
+def _init(config: "Config", digest: str) -> None:
+    """Pool initializer: build the pipeline once for this worker, exactly as the main process did."""
+    global _pipeline
+    from anonymizer.run import prepare
+
+    source, pipeline = prepare(config)
+    source.engine.dispose()  # lists are read; the worker never touches a database again
+    if pipeline.digest != digest:
+        # The rules, lists or model changed between the main process's start and this worker's.
+        raise RuntimeError("worker pipeline differs from the main process's (rules, lists or model changed)")
+    _pipeline = pipeline
+    _exit_with_parent()
+
+
+def _exit_with_parent() -> None:
+    """Leave when the main process dies (kill -9): an orphaned worker would wait for work forever."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            threading.Event().wait(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _process_shard(batch: Batch, written: dict[str, str]) -> tuple[list["NoteResult"], int]:
+    from anonymizer.run import process_batch
+
+    assert _pipeline is not None, "worker not initialised"
+    return process_batch(batch, _pipeline, lambda note_id, digest: written.get(note_id) == digest)
+
+
+def _anonymize(record: PatientRecord, notes: list[Note]) -> list["NoteResult"]:
+    from anonymizer.pipeline import anonymize_patient
+
+    assert _pipeline is not None, "worker not initialised"
+    return anonymize_patient(record, notes, _pipeline)
+
+
+# --- in the main process ----------------------------------------------------------------------
+
+
+class Pool:
+    """A process pool whose workers each hold a pipeline built from `config` (digest `digest`)."""
+
+    def __init__(self, config: "Config", digest: str, workers: int) -> None:
+        self.workers = workers
+        # spawn: a worker starts clean (no inherited database connections, locks or threads).
+        context = multiprocessing.get_context("spawn")
+        self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init, initargs=(config, digest))
+
+    def submit(self, fn: Callable, *args: object) -> Future:
+        return self._executor.submit(fn, *args)
+
+    def close(self, cancel: bool = False) -> None:
+        self._executor.shutdown(wait=not cancel, cancel_futures=cancel)
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(cancel=kind is not None)
+
+
+def shards(batch: Batch, parts: int) -> list[Batch]:
+    """Split a batch into at most `parts` shards of consecutive whole patient groups, in order."""
+    groups = [list(g) for _, g in itertools.groupby(batch.notes, key=lambda n: n.patient_id)]
+    size = max(1, -(-len(batch.notes) // max(1, parts)))  # notes per shard, rounded up
+    out: list[Batch] = []
+    current: list[Note] = []
+    for group in groups:
+        current.extend(group)
+        if len(current) >= size:
+            out.append(_sub_batch(batch, current))
+            current = []
+    if current:
+        out.append(_sub_batch(batch, current))
+    return out
+
+
+def _sub_batch(batch: Batch, notes: list[Note]) -> Batch:
+    return Batch(notes, {pid: batch.records[pid] for pid in dict.fromkeys(n.patient_id for n in notes)})
+
+
+def processed_batches(
+    batches: Iterable[Batch],
+    pipeline: "Pipeline",
+    target: "Target | None",
+    config: "Config",
+    workers: int = 1,
+) -> Iterator[tuple[Batch, list["NoteResult"], int]]:
+    """(batch, results, skipped) for every batch in source order; the caller writes each batch.
+
+    With one worker this is the one-process loop itself; with more, the batches' shards run in a
+    pool while the caller writes the previous batch.
+    """
+    if workers <= 1:
+        from anonymizer.run import process_batch
+
+        for batch in batches:
+            written = target.digests(n.note_id for n in batch.notes) if target else {}
+            results, skipped = process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest)
+            yield batch, results, skipped
+        return
+    with Pool(config, pipeline.digest, workers) as pool:
+        pending: deque[tuple[Batch, list[Future], set[str]]] = deque()
+        in_flight: set[str] = set()
+
+        def collect() -> tuple[Batch, list["NoteResult"], int]:
+            batch, futures, ids = pending.popleft()
+            results: list["NoteResult"] = []
+            skipped = 0
+            for future in futures:  # submission order
+                shard_results, shard_skipped = future.result()
+                results.extend(shard_results)
+                skipped += shard_skipped
+            in_flight.difference_update(ids)
+            return batch, results, skipped
+
+        for batch in batches:
+            ids = {n.note_id for n in batch.notes}
+            # A note id still in flight (duplicated in the source): its earlier copy must be written
+            # first, or the skip check would not see it.  Yielding lets the caller write it.
+            while pending and not ids.isdisjoint(in_flight):
+                yield collect()
+            written = target.digests(n.note_id for n in batch.notes) if target else {}
+            futures = [
+                pool.submit(_process_shard, shard, {n.note_id: written[n.note_id] for n in shard.notes if n.note_id in written})
+                for shard in shards(batch, workers * SHARDS_PER_WORKER)
+            ]
+            pending.append((batch, futures, ids))
+            in_flight |= ids
+            while len(pending) > BATCHES_AHEAD:
+                yield collect()
+        while pending:
+            yield collect()
+
+
+def processed_patients(
+    source: "Source",
+    patients: Sequence[str],
+    pipeline: "Pipeline",
+    config: "Config",
+    workers: int = 1,
+) -> Iterator[tuple[str, PatientRecord, list[Note], list["NoteResult"]]]:
+    """(patient id, record, notes, results) per patient in order, for ``reprocess``."""
+
+    def read(pid: str) -> tuple[PatientRecord, list[Note]]:
+        record = source.records([pid])[pid]
+        notes = [note for batch in source.batches(config.run.batch_size, patient_ids=[pid]) for note in batch.notes]
+        return record, notes
+
+    if workers <= 1:
+        from anonymizer.pipeline import anonymize_patient
+
+        for pid in patients:
+            record, notes = read(pid)
+            yield pid, record, notes, anonymize_patient(record, notes, pipeline)
+        return
+    with Pool(config, pipeline.digest, workers) as pool:
+        pending: deque[tuple[str, PatientRecord, list[Note], Future]] = deque()
+        ahead = workers * SHARDS_PER_WORKER * 2
+        for pid in patients:
+            record, notes = read(pid)
+            pending.append((pid, record, notes, pool.submit(_anonymize, record, notes)))
+            while len(pending) > ahead:
+                pid_, record_, notes_, future = pending.popleft()
+                yield pid_, record_, notes_, future.result()
+        while pending:
+            pid_, record_, notes_, future = pending.popleft()
+            yield pid_, record_, notes_, future.result()
