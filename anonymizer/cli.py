@@ -197,11 +197,12 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
         marked.append(f"⟨{category}: {detectors}{chosen}⟩", style="cyan")
         position = end
     marked.append(view.source_text[position:])
-    table = Table(title=f"note {view.note_id}", show_lines=True)
-    table.add_column("source, with detections")
-    table.add_column("anonymized")
-    table.add_row(marked, Text(view.anonymized_text if view.anonymized_text is not None else f"(failed: {view.failure})"))
-    out.print(table)
+    anonymized = view.anonymized_text if view.anonymized_text is not None else f"(failed: {view.failure})"
+    # Printed one after the other, unwrapped: a note's lines stay whole when piped or copied.
+    out.rule(f"note {view.note_id}: source, with detections")
+    out.print(marked, soft_wrap=True)
+    out.rule("anonymized")
+    out.print(anonymized, soft_wrap=True, markup=False, highlight=False)
 
 
 @audit_app.command("leaks")

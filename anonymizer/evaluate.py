@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
 
 Predict = Callable[[str, PatientRecord], list[Span]]
-CURVE_THRESHOLDS = tuple(round(t, 2) for t in np.arange(-1.2, 0.61, 0.1))
+CURVE_THRESHOLDS = tuple(round(float(t), 2) for t in np.arange(-1.0, 0.01, 0.05)) + (0.2, 0.4)
 
 
 def tokenize(text: str) -> tuple[list[int], list[int]]:
@@ -103,7 +103,7 @@ class Counts:
             else:
                 self.missed.append((note.note_id, category, note.text[start:end]))
 
-    def merge(self, other: "Counts") -> None:
+    def merge(self, other: Counts) -> None:
         self.tp += other.tp
         self.fp += other.fp
         self.fn += other.fn
@@ -269,6 +269,11 @@ def run_evaluation(corpus: Corpus, pipeline=None, cv: int = 0, options=None, tim
         summary = result.summary()
         report.update({"cv": cv, "threshold": summary["threshold"], "rows": summary["rows"],
                        "categories": summary["categories"], "curve": summary["curve"]})
+        if rules is not None:
+            # the recall heuristics one by one, on the union at the model's threshold
+            one_by_one = {"none": {}, **{k: {k: v} for k, v in options.postprocess.items() if v is not None},
+                          "extend_places (off by default)": {"extend_places": True}, "all (as shipped)": None}
+            report["heuristics"] = {name: result.counts("union", post=post).row() for name, post in one_by_one.items()}
         report["missed"] = result.counts("union" if rules else "classifier").missed
         return report
     rows = evaluate(corpus, rules, classifier)
@@ -289,6 +294,8 @@ def format_report(report: Mapping, missed: bool = True) -> str:
     parts = [head, "", format_rows(report["rows"])]
     for name, table in report["categories"].items():
         parts += ["", f"{name}:", format_categories(table)]
+    if report.get("heuristics"):
+        parts += ["", "union with the recall heuristics one by one:", format_rows(report["heuristics"])]
     if report.get("curve"):
         parts += ["", format_curve(report["curve"])]
     if report.get("cost"):
@@ -340,6 +347,9 @@ class CVResult:
                     additions.setdefault(i, cat)
             if post.get("relative_cues"):
                 for i, cat in postprocess.relative_cues(data.note.text, data.tokens, flagged).items():
+                    additions.setdefault(i, cat)
+            if post.get("extend_places"):
+                for i, cat in postprocess.extend_places(data.note.text, data.tokens, flagged).items():
                     additions.setdefault(i, cat)
             for i, cat in additions.items():
                 flagged[i] = cat
@@ -458,11 +468,11 @@ def _feature_class(feature: str) -> str:
 
 
 def format_rows(rows: Mapping[str, Counts | dict]) -> str:
-    lines = [f"{'':12} {'precision':>9} {'recall':>7} {'F1':>6} {'phrase R':>8} {'TP':>6} {'FP':>6} {'FN':>5}"]
+    lines = [f"{'':30} {'precision':>9} {'recall':>7} {'F1':>6} {'phrase R':>8} {'TP':>6} {'FP':>6} {'FN':>5}"]
     for name, counts in rows.items():
         r = counts.row() if isinstance(counts, Counts) else counts
         lines.append(
-            f"{name:12} {r['precision']:9.4f} {r['recall']:7.4f} {r['f1']:6.4f} {r['phrase_recall']:8.4f} "
+            f"{name:30} {r['precision']:9.4f} {r['recall']:7.4f} {r['f1']:6.4f} {r['phrase_recall']:8.4f} "
             f"{r['tp']:6d} {r['fp']:6d} {r['fn']:5d}"
         )
     return "\n".join(lines)
@@ -470,7 +480,7 @@ def format_rows(rows: Mapping[str, Counts | dict]) -> str:
 
 def format_categories(table: Mapping[str, dict]) -> str:
     lines = [f"{'category':10} {'gold tok':>8} {'recall':>7} {'phrases':>7} {'phr R':>6} {'pred tok':>8} {'precision':>9}"]
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"
     for cat, r in table.items():
         lines.append(
             f"{cat:10} {r['gold_tokens']:8d} {fmt(r['recall']):>7} {r['phrases']:7d} {fmt(r['phrase_recall']):>6} "
@@ -487,3 +497,41 @@ def format_curve(points: Sequence[dict]) -> str:
             f"{p['classifier_recall']:12.4f}  {p['classifier_precision']:12.4f}"
         )
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m anonymizer.evaluate CORPUS [--cv 10] [--json FILE]`` (the CLI's ``evaluate``).
+
+    The rules are the default configuration's detectors with the corpus' own lists; the classifier
+    is the shipped model (or ``--model``), or with ``--cv`` a model retrained per fold."""
+    import argparse
+    import json as _json
+    from pathlib import Path
+
+    from anonymizer.classifier.train import DEFAULT_THRESHOLD, TrainingOptions
+    from anonymizer.config import ClassifierConfig, DetectorsConfig
+    from anonymizer.corpora import load_corpus
+    from anonymizer.pipeline import build_pipeline
+
+    parser = argparse.ArgumentParser(prog="python -m anonymizer.evaluate", description=main.__doc__)
+    parser.add_argument("corpus", help="a PhysioNet-format folder or a gold .jsonl file")
+    parser.add_argument("--cv", type=int, default=0)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--threshold", type=float, default=None)
+    parser.add_argument("--no-missed", action="store_true", help="do not print the missed phrases")
+    parser.add_argument("--json", type=Path, help="write the report (without missed phrases) as JSON")
+    args = parser.parse_args(argv)
+    corpus = load_corpus(args.corpus)
+    classifier = ClassifierConfig(enabled=not args.cv, model=args.model, threshold=args.threshold)
+    pipeline = build_pipeline(DetectorsConfig(), corpus.lists, classifier)
+    options = TrainingOptions(threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    report = run_evaluation(corpus, pipeline, cv=args.cv, options=options)
+    print(format_report(report, missed=not args.no_missed))
+    if args.json:
+        public = {k: v for k, v in report.items() if k != "missed"}
+        args.json.write_text(_json.dumps(public, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

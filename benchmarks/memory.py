@@ -6,7 +6,8 @@
 For each size, a fresh schema of the server's database gets a synthetic hospital (one patient per
 ten notes, notes of ~400 characters with names, NRICs, phones and dates) loaded with COPY; then
 `python -m anonymizer run` runs in a subprocess from that schema into a second fresh schema, and
-its peak resident set size (ru_maxrss from wait4, so only that process) is printed.  If memory is
+its peak resident set size (ru_maxrss from wait4: that process, or with --workers N the largest of
+it and its worker processes, each of which holds its own pipeline) is printed.  If memory is
 flat the numbers for 100k and 200k notes are about the same.  Both schemas are dropped afterwards.
 
 The classifier is off by default (rules only; a 200,000-note run then takes 10-20 minutes on two
@@ -127,7 +128,9 @@ def written(url: str) -> int:
         engine.dispose()
 
 
-def measure(base: str, notes: int, classifier: bool, batch_size: int, unstreamed: bool = False) -> tuple[float, float, int]:
+def measure(
+    base: str, notes: int, classifier: bool, batch_size: int, unstreamed: bool = False, workers: int = 1
+) -> tuple[float, float, int]:
     """(peak RSS in MiB, seconds, exit status) of one run over a fresh `notes`-note source."""
     tag = uuid.uuid4().hex[:8]
     source, target = f"anon_bench_src_{tag}", f"anon_bench_dst_{tag}"
@@ -148,7 +151,7 @@ def measure(base: str, notes: int, classifier: bool, batch_size: int, unstreamed
             started = time.perf_counter()
             program = ["-c", UNSTREAMED] if unstreamed else ["-m", "anonymizer"]
             process = subprocess.Popen(
-                [sys.executable, *program, "run", "--config", str(config)],
+                [sys.executable, *program, "run", "--config", str(config), "--workers", str(workers)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )
             while unstreamed and process.poll() is None and written(schema_url(base, target)) < 2000:
@@ -175,14 +178,15 @@ def main() -> None:
     parser.add_argument("--classifier", action="store_true", help="Also run the SVM (much slower).")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--unstreamed", action="store_true", help="Also measure a buffered source read.")
+    parser.add_argument("--workers", type=int, default=1, help="Worker processes of the run (default 1).")
     args = parser.parse_args()
-    label = "rules + classifier" if args.classifier else "rules only, classifier disabled"
+    label = ("rules + classifier" if args.classifier else "rules only, classifier disabled") + f", {args.workers} worker(s)"
     for n in args.notes:
         print(f"{n:,} notes ({label}, batch size {args.batch_size}):", flush=True)
-        peak, seconds, status = measure(args.url, n, args.classifier, args.batch_size)
+        peak, seconds, status = measure(args.url, n, args.classifier, args.batch_size, workers=args.workers)
         print(f"  peak RSS {peak:,.0f} MiB; run {seconds:,.0f} s ({n / seconds:,.0f} notes/s); exit {status}", flush=True)
         if args.unstreamed:
-            peak, seconds, _ = measure(args.url, n, args.classifier, args.batch_size, unstreamed=True)
+            peak, seconds, _ = measure(args.url, n, args.classifier, args.batch_size, unstreamed=True, workers=args.workers)
             print(f"  without streaming (killed after 2,000 notes): peak RSS {peak:,.0f} MiB", flush=True)
 
 

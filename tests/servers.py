@@ -154,7 +154,10 @@ OUTCOMES: dict[str, str] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.nodeid in USED and (report.when == "call" or report.outcome != "passed"):
-        OUTCOMES[report.nodeid] = "skipped" if report.skipped else report.outcome if report.when == "call" else "error"
+        if hasattr(report, "wasxfail"):
+            OUTCOMES[report.nodeid] = "xfailed" if report.skipped else "xpassed"
+        else:
+            OUTCOMES[report.nodeid] = "skipped" if report.skipped else report.outcome if report.when == "call" else "error"
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

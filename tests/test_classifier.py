@@ -10,17 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anonymizer.classifier.model import DEFAULT_MODEL, Model, SvmDetector, load_detector, load_model
+from anonymizer.classifier.features import Tokens
+from anonymizer.classifier.model import (
+    DEFAULT_MODEL,
+    Model,
+    SvmDetector,
+    load_detector,
+    load_model,
+)
 from anonymizer.classifier.train import (
     TrainingOptions,
     build_dataset,
     fit,
     fit_estimators,
     label_tokens,
-    save_model,
     train,
 )
-from anonymizer.classifier.features import Tokens
 from anonymizer.config import ClassifierConfig
 from anonymizer.corpora import Corpus, GoldNote
 from anonymizer.record import PatientRecord
@@ -174,7 +179,7 @@ def test_runtime_equals_decision_function_on_real_notes():
     from anonymizer.corpora import load_physionet
 
     physionet = load_physionet(SHARED)
-    small = Corpus("p", physionet.notes[:50], physionet.records, physionet.lists)
+    small = Corpus("p", physionet.notes[:30], physionet.records, physionet.lists)
     dataset = build_dataset([small])
     options = TrainingOptions(gazetteers=False)
     fitted = fit_estimators(dataset.notes, options)

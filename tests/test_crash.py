@@ -2,7 +2,8 @@
 
 At the end the target must hold every note exactly once, with the same text and spans a clean,
 uninterrupted run produces.  Moments range from interpreter start-up and the Alembic migration of
-the first run to the middle of batch transactions; small batches make the latter frequent.
+the first run to the middle of batch transactions; small batches make the latter frequent.  The
+restarts alternate between one process and a pool of two workers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
+from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from anonymizer.config import load_config
@@ -42,6 +46,41 @@ def hospital(rng: random.Random, patients: int = 60, notes: int = 2000) -> tuple
     return people, bodies
 
 
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (worker processes, multiprocessing's resource tracker)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def survivors(pids: set[int], wait: float = 4.0) -> set[int]:
+    """Those of `pids` still alive after `wait` seconds (workers watch their parent once a second)."""
+    deadline = time.monotonic() + wait
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if Path(f"/proc/{p}").exists()}
+        time.sleep(0.2)
+    return alive
+
+
+def end(pids: set[int]) -> None:
+    for pid in pids:  # processes this test started (via the killed runs), by id
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def count(engine: sa.Engine) -> int:
     try:
         with engine.connect() as conn:
@@ -56,30 +95,38 @@ def test_killed_runs_end_with_every_note_exactly_once_as_a_clean_run(databases, 
     patients, notes = hospital(rng)
     create_hospital(source, patients=patients, notes=notes)
     config = write_config(tmp_path / "killed.toml", source, target)
-    command = [sys.executable, "-m", "anonymizer", "run", "--config", str(config), "--batch-size", "20"]
+    command = [sys.executable, "-m", "anonymizer", "run", "--config", str(config), "--batch-size", "20", "--workers"]
     poll = databases.engine(target)
     moments = []
-    for _ in range(KILLS):
+    orphans: set[int] = set()
+    for i in range(KILLS):
         before = count(poll)
         # Half the moments are a random time after start (start-up, migration, first batch), half a
         # random number of notes into the run plus a random delay (mid-batch, mid-transaction).
         wait_rows = 0 if rng.random() < 0.5 else rng.randint(1, 100)
         delay = rng.uniform(0.0, 1.5) if wait_rows == 0 else rng.uniform(0.0, 0.2)
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # One process and a worker pool in turn: the output must not depend on it, killed or not.
+        process = subprocess.Popen([*command, str(1 + i % 2)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while wait_rows and count(poll) < before + wait_rows and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(delay)
         alive = process.poll() is None
+        below = descendants(process.pid)
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         moments.append((alive, count(poll) - before))
+        orphans |= below
     killed_mid_run = sum(alive for alive, _ in moments)
     progressed = count(poll)
     assert killed_mid_run >= KILLS - 2, moments
     assert 0 < progressed < len(notes), "the kills must interrupt the run, not follow its end"
 
-    finish = subprocess.run(command, capture_output=True, text=True)
+    left = survivors(orphans)
+    end(left)
+    if left:
+        warnings.warn(f"{len(left)} worker process(es) outlived their killed run (see test_workers_exit_...)")
+    finish = subprocess.run([*command, "2"], capture_output=True, text=True)
     assert finish.returncode == 0, finish.stderr
     run(load_config(write_config(tmp_path / "clean.toml", source, clean)))
 
@@ -93,4 +140,25 @@ def test_killed_runs_end_with_every_note_exactly_once_as_a_clean_run(databases, 
     statuses = [s for (s,) in query(target, "SELECT status FROM runs ORDER BY run_id")]
     assert statuses[-1] == "done" and "failed" not in statuses  # killed runs stay 'running'
     print(f"\ncrash test: {KILLS} kills ({killed_mid_run} while running), {progressed} of {len(notes)} notes "
-          f"written before the final run, {len(statuses)} runs recorded; target == clean run")
+          f"written before the final run, {len(statuses)} runs recorded, {len(left)} orphaned worker(s); "
+          "target == clean run")
+
+
+@pytest.mark.xfail(strict=True, reason="anonymizer/parallel.py: a worker whose run is killed during the "
+                   "worker's start-up records PID 1 as its parent and never exits")
+def test_workers_exit_when_the_run_is_killed_during_their_start_up(databases, tmp_path):
+    source = databases.url("sqlite", "src")
+    create_hospital(source)
+    config = write_config(tmp_path / "anonymizer.toml", source, databases.url("sqlite", "dst"))
+    process = subprocess.Popen([sys.executable, "-m", "anonymizer", "run", "--config", str(config), "--workers", "2"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    below: set[int] = set()
+    while len(below) < 3 and process.poll() is None and time.monotonic() < deadline:  # tracker + 2 workers
+        below = descendants(process.pid)
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    left = survivors(below, wait=5.0)
+    end(left)
+    assert below and not left, f"{len(left)} of {len(below)} processes outlived the killed run"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from anonymizer.corpora import Corpus, GoldNote
-from anonymizer.evaluate import Counts, cross_validate, evaluate, overlap_mask, score_notes, tokenize
+from anonymizer.evaluate import (
+    Counts,
+    cross_validate,
+    evaluate,
+    overlap_mask,
+    score_notes,
+    tokenize,
+)
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
 
@@ -73,10 +80,9 @@ def test_rules_classifier_union_rows():
 
 
 def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(monkeypatch):
-    from tests.test_classifier import synthetic_corpus
-
     from anonymizer.classifier import train as train_module
     from anonymizer.classifier.train import TrainingOptions, build_dataset
+    from tests.test_classifier import synthetic_corpus
 
     dataset = build_dataset([synthetic_corpus(notes=40)])
     seen: list[set[str]] = []

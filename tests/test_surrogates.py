@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from anonymizer import audit
@@ -352,3 +354,31 @@ def test_sample_database_has_no_leaks_in_surrogate_mode_and_no_surrogate_equals_
             assert value.casefold() != original.casefold(), (original, value)
             compared += 1
     assert compared > 3000
+
+
+# --- robustness ------------------------------------------------------------------------------------
+
+PIECES = st.sampled_from(
+    ["Tan", "tan", "O'Brien", " ", "/", "-", ".", "'", "3rd", "of", "March", "MAY", "2019", "19", "0", "12",
+     "S1234567D", "+65", "9123", "@", "http://", "www.", "bin", "s/o", "Blk", "Avenue", "#05-12", "Mon", "\n", "é", "ß"]
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(PIECES, max_size=12), st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20),
+       st.sampled_from(["PATIENT", "RELATIVE", "ID", "PHONE", "EMAIL", "URL", "DOCTOR", "NAME", "AGE", "DATE",
+                        "HOSPITAL", "LOCATION"]), st.sampled_from(["regex:date_dmy_name", "record:name", "svm", "regex:year"])),
+       max_size=5))
+def test_any_span_of_any_text_gets_a_replacement_without_error(date_pattern, lists, pieces, raw):
+    text = "".join(pieces)
+    spans, end = [], 0
+    for start, length, category, source in sorted(raw):
+        start = max(start, end)
+        if start + length > len(text):
+            break
+        spans.append(MergedSpan(start, start + length, category, (source,)))
+        end = start + length
+    record = PatientRecord("9", names=("O'Brien", "Tan"), relatives=("Siti binte Ali",), identifiers=("S1234567D",),
+                           phones=("+65 9123 4567",), dates=(dt.date(2019, 3, 3),), addresses=("Blk 5 Avenue 3",))
+    values = replacer(b"k", date_pattern, lists).surrogates(text, spans, record)
+    assert len(values) == len(spans) and all(isinstance(v, str) and v for v in values)

@@ -13,13 +13,13 @@ from __future__ import annotations
 __all__ = ["load_detector", "train"]
 
 
-def load_detector(config, lists):  # noqa: ANN001 - thin lazy wrapper
+def load_detector(config, lists):
     from anonymizer.classifier.model import load_detector as _load
 
     return _load(config, lists)
 
 
-def train(*args, **kwargs):  # noqa: ANN002, ANN003
+def train(*args, **kwargs):
     from anonymizer.classifier.train import train as _train
 
     return _train(*args, **kwargs)

@@ -28,10 +28,10 @@ Word-only features depend on the token's string alone and are cached per word ty
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import regex
@@ -64,10 +64,10 @@ class Dictionaries:
     words: Mapping[str, frozenset[str]]  # single-word entries per dictionary
     english_rank: Mapping[str, int]
     cues: frozenset[str]
-    phrases: Mapping[str, "PhraseMatcher"] = field(default_factory=dict)  # multi-word entries
+    phrases: Mapping[str, PhraseMatcher] = field(default_factory=dict)  # multi-word entries
 
     @classmethod
-    def load(cls, folder: Path = DATA) -> "Dictionaries":
+    def load(cls, folder: Path = DATA) -> Dictionaries:
         words: dict[str, frozenset[str]] = {}
         phrases: dict[str, PhraseMatcher] = {}
         for name, file in (
@@ -201,7 +201,7 @@ class Tokens:
     lowers: list[str]
 
     @classmethod
-    def of(cls, text: str) -> "Tokens":
+    def of(cls, text: str) -> Tokens:
         starts, ends, words = [], [], []
         for m in TOKEN.finditer(text):
             starts.append(m.start())

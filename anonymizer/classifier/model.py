@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-
-import numpy as np
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+
+import numpy as np
 
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import FeatureExtractor, Tokens
@@ -107,7 +107,7 @@ class Model:
         self.postprocess: dict = dict(data.get("postprocess", {}))
 
     @classmethod
-    def load(cls, path: str | Path) -> "Model":
+    def load(cls, path: str | Path) -> Model:
         path = Path(path)
         try:
             raw = path.read_bytes()
@@ -202,7 +202,7 @@ class SvmDetector:
         scores, categories = self.model.score_note(tokens.words, context, self._word_part)
         return tokens, list(zip(scores, categories))
 
-    def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> "NoteAnalysis":
+    def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> NoteAnalysis:
         """Score the tokens the rules left, apply the threshold and the per-note recall heuristics."""
         tokens = Tokens.of(text)
         n = len(tokens)
@@ -228,6 +228,9 @@ class SvmDetector:
             if post.get("relative_cues"):
                 for i, cat in postprocess.relative_cues(text, tokens, flagged, self.extractor.dictionaries).items():
                     additions.setdefault(i, (cat, "relative_cue"))
+            if post.get("extend_places"):  # measured, off by default (docs/classifier.md)
+                for i, cat in postprocess.extend_places(text, tokens, flagged).items():
+                    additions.setdefault(i, (cat, "extend_place"))
             for i, (cat, rule) in sorted(additions.items()):
                 flagged[i] = cat
                 spans.append(Span(tokens.starts[i], tokens.ends[i], cat, "svm", rule))

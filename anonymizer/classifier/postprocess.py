@@ -16,7 +16,7 @@ docs/classifier.md reports what each adds and costs on the development corpus.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Sequence
 
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 

@@ -1,36 +1,7 @@
-"""Surrogates: consistent, realistic replacements instead of tags ("hidden in plain sight").
-
-Everything is derived from one key per patient, HMAC-SHA256(secret, patient id), where the secret
-comes from an environment variable (``ANONYMIZER_SECRET``).  The same secret gives the same
-surrogates in every note of a patient and in every later run; another secret gives others, and
-without the secret the mapping cannot be recomputed (nor reversed by trying names).
-
-* Names (PATIENT, RELATIVE, DOCTOR, NAME): word by word.  Each distinct name token of the record
-  (names and relatives) maps to one fake token of the same origin (Chinese, Malay, Indian,
-  Western: looked up in ``rules/surrogates/names.txt``) and kind (given or family); a misspelled
-  word maps to the record token it matches by the names detector's edit-distance ratio, so
-  "antonete" and "ANTONETTE" become "jocelyn" and "JOCELYN".  Case, initials, connectors
-  ("bin", "s/o") and punctuation are kept.  Words not in the record (doctors, other people) get a
-  fake chosen from the word itself and the patient key: consistent per patient.
-* Dates: moved back by a per-patient offset (``date_shift_min``..``date_shift_max`` days), so the
-  intervals between a patient's dates are kept, and re-rendered in their own format: delimiters,
-  order, zero padding, ordinal suffixes, month names (case and abbreviation), weekdays, two- or
-  four-digit years.  Day/month dates take their year from the nearest full date of the note;
-  month/year dates and months alone move by the offset in whole months, years alone by it in
-  whole years (or are kept: ``years = "keep"``).
-* Ages over 89: "90+".  Identifiers, phones: same shape, new digits (an NRIC/FIN gets a valid check
-  letter; a phone keeps its country code, grouping and leading digit).  E-mail, URLs: same shape
-  on example domains.  Hospitals, places, streets: entries of the shipped lists, per patient.
-
-A surrogate never equals the original, and is checked against the patient's whole record with the
-very detectors ``audit leaks`` runs (a candidate they would flag is replaced by the next one).  It
-is not checked against other patients' records, which the pipeline never sees together: a
-surrogate token may happen to be another patient's real name (a common surname is bound to be).
-"""
+"""The surrogate replacer: per-patient state, one maker per category, and the leak check."""
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import hashlib
 import hmac
@@ -38,7 +9,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Sequence
 
 import regex
 from rapidfuzz.distance import Levenshtein
@@ -49,27 +20,27 @@ from anonymizer.detectors.values import ADDRESS_WORDS, STREET_AFTER, STREET_BEFO
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import MergedSpan
+from anonymizer.surrogates.dates import (
+    DAYS_PER_MONTH,
+    TOKEN,
+    ParsedDate,
+    date_orders,
+    nearest_date,
+    parse_date,
+    render_date,
+    shift_days,
+    valid_date,
+)
+from anonymizer.surrogates.lists import SurrogateLists
+from anonymizer.surrogates.shapes import NRIC, Keyed, example_domain, like, like_phrase, nric_check_letter, scramble
 
 NAME_CATEGORIES = frozenset({"PATIENT", "RELATIVE", "DOCTOR", "NAME"})
 MAX_ATTEMPTS = 12  # candidates tried before a span falls back to its tag
 LEAK_ROUNDS = 6  # rounds of leak checks over a note before flagged replacements fall back to tags
-WINDOW = 40  # characters around a replacement that the leak check reads (the longest record pattern is shorter)
+WINDOW = 40  # characters around a replacement the leak check reads (longer than a record value usually is)
 SEPARATOR = " | "  # between windows: no name, phone, identifier, date or address pattern runs across it
-DAYS_PER_MONTH = 365.2425 / 12
 
 WORD = regex.compile(r"[^\W\d_]+")  # as the names detector splits words
-TOKEN = regex.compile(r"\d+|[^\W\d_]+|[\W_]+")
-MONTH_WORD = regex.compile(
-    r"(?i)jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
-    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
-)
-WEEKDAY_WORD = regex.compile(
-    r"(?i)mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?"
-)
-MONTHS = tuple(calendar.month_name)[1:]
-WEEKDAYS = tuple(calendar.day_name)
-ORDINALS = frozenset({"st", "nd", "rd", "th"})
-DATE_RULE = regex.compile(r"regex:date_(dmy|mdy|ymd|ydm|dm|md|ym|my)_")
 # A location's words that are not names of a place: kept as they are ("Blk", "Avenue", "Singapore").
 KEEP_PLACE_WORDS = ADDRESS_WORDS | {"jln", "lor", "apt", "no", "nos", "rm", "room", "ward", "bed"}
 # A country code written as one: "+65", "0065", "(65)"; known codes first, so "+6591234567" keeps "+65".
@@ -77,21 +48,6 @@ COUNTRY_CODES = "65|60|62|63|66|84|86|852|853|886|91|92|94|880|81|82|61|64|44|35
 PHONE_PREFIX = regex.compile(rf"^\s*(?:(?:\+|00)[ \t]?(?:{COUNTRY_CODES}|\d{{1,3}})|\(\+?(?:{COUNTRY_CODES}|\d{{1,3}})\))")
 IP_ADDRESS = regex.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 URL_HOST = regex.compile(r"(?i)^((?:https?|ftp)://)?(www\.)?([^/\s?#]+)(.*)$", regex.DOTALL)
-SECOND_LEVEL = frozenset({"com", "co", "org", "net", "edu", "gov", "ac", "gob", "or", "ne"})
-
-_NRIC_WEIGHTS = (2, 7, 6, 5, 4, 3, 2)
-_NRIC_LETTERS = {"S": (0, "JZIHGFEDCBA"), "T": (4, "JZIHGFEDCBA"), "F": (0, "XWUTRQPNMLK"), "G": (4, "XWUTRQPNMLK")}
-NRIC = regex.compile(r"[STFGM]\d{7}[A-Z]")
-
-
-def nric_check_letter(prefix: str, digits: str) -> str:
-    """The check letter of a Singapore NRIC/FIN (S, T, F, G and M series) for its seven digits."""
-    weighted = sum(w * int(d) for w, d in zip(_NRIC_WEIGHTS, digits))
-    prefix = prefix.upper()
-    if prefix == "M":
-        return "KLJNPQRTUWX"[10 - (3 + weighted) % 11]
-    offset, letters = _NRIC_LETTERS[prefix]
-    return letters[(offset + weighted) % 11]
 
 
 def read_secret(variable: str) -> bytes:
@@ -103,335 +59,6 @@ def read_secret(variable: str) -> bytes:
             "(keep it safe: the same key gives the same surrogates)"
         )
     return value.encode("utf-8")
-
-
-# --- Shipped lists ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SurrogateLists:
-    """rules/surrogates/*.txt: fake names by origin and kind, hospitals, places and streets."""
-
-    names: dict[tuple[str, str], tuple[str, ...]]  # (origin, "given"|"family") -> names
-    kinds: dict[str, frozenset[tuple[str, str]]]  # casefolded name -> (origin, kind) it is listed as
-    gendered: dict[tuple[str, str], tuple[str, ...]]  # (origin, "m"|"f") -> given names of that gender only
-    genders: dict[str, frozenset[str]]  # casefolded given name -> genders ("m", "f", "-") it is listed with
-    hospitals: tuple[str, ...]
-    places: tuple[str, ...]
-    streets: tuple[str, ...]
-
-    @classmethod
-    def load(cls, directory: Path) -> "SurrogateLists":
-        names: dict[tuple[str, str], list[str]] = defaultdict(list)
-        kinds: dict[str, set[tuple[str, str]]] = defaultdict(set)
-        gendered: dict[tuple[str, str], list[str]] = defaultdict(list)
-        genders: dict[str, set[str]] = defaultdict(set)
-        for line in read_word_list(directory / "names.txt"):
-            origin, kind, gender, name = line.split("\t")
-            names[(origin, kind)].append(name)
-            kinds[name.casefold()].add((origin, kind))
-            if kind == "given":
-                genders[name.casefold()].add(gender)
-                if gender != "-":
-                    gendered[(origin, gender)].append(name)
-        return cls(
-            names={k: tuple(v) for k, v in names.items()},
-            kinds={k: frozenset(v) for k, v in kinds.items()},
-            gendered={k: tuple(v) for k, v in gendered.items()},
-            genders={k: frozenset(v) for k, v in genders.items()},
-            hospitals=tuple(read_word_list(directory / "hospitals.txt")),
-            places=tuple(read_word_list(directory / "places.txt")),
-            streets=tuple(read_word_list(directory / "streets.txt")),
-        )
-
-    def gender(self, word: str) -> str | None:
-        """"m" or "f" for a given name listed with that gender only, else None."""
-        found = self.genders.get(word, frozenset())
-        return next(iter(found)) if len(found) == 1 and "-" not in found else None
-
-
-# --- Keyed draws --------------------------------------------------------------------------------
-
-
-class Keyed:
-    """Deterministic draws from a key: the same parts always give the same number."""
-
-    def __init__(self, key: bytes) -> None:
-        self.key = key
-
-    def bytes(self, *parts: object) -> bytes:
-        return hmac.new(self.key, "\x1f".join(map(str, parts)).encode("utf-8"), hashlib.sha256).digest()
-
-    def number(self, *parts: object) -> int:
-        return int.from_bytes(self.bytes(*parts)[:8], "big")
-
-    def digits(self, count: int, *parts: object) -> str:
-        out = ""
-        block = 0
-        while len(out) < count:
-            out += "".join(str(b % 10) for b in self.bytes(*parts, "digits", block) if b < 250)
-            block += 1
-        return out[:count]
-
-    def letters(self, count: int, *parts: object, alphabet: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ") -> str:
-        data = self.bytes(*parts, "letters")
-        while len(data) < count:
-            data += self.bytes(*parts, "letters", len(data))
-        return "".join(alphabet[b % len(alphabet)] for b in data[:count])
-
-    def pick(self, options: Sequence[str], accept: Callable[[str], bool], *parts: object) -> str | None:
-        """The first acceptable option in a keyed probe order (a stride coprime with the length)."""
-        n = len(options)
-        if not n:
-            return None
-        start = self.number(*parts, "start") % n
-        stride = _coprime_stride(n, self.number(*parts, "stride"))
-        for i in range(n):
-            option = options[(start + i * stride) % n]
-            if accept(option):
-                return option
-        return None
-
-
-def _coprime_stride(n: int, draw: int) -> int:
-    if n == 1:
-        return 1
-    stride = 1 + draw % (n - 1)
-    while _gcd(stride, n) != 1:
-        stride = stride % (n - 1) + 1
-    return stride
-
-
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a
-
-
-# --- Case and shape -----------------------------------------------------------------------------
-
-
-def like(surrogate: str, original: str) -> str:
-    """`surrogate` in the case of `original`: "TAN" -> "LIM", "tan" -> "lim", "Tan" -> "Lim"."""
-    letters = [c for c in original if c.isalpha()]
-    if not letters:
-        return surrogate
-    if all(c.isupper() for c in letters) and (len(letters) > 1 or len(surrogate) == 1):
-        return surrogate.upper()
-    if all(c.islower() for c in letters):
-        return surrogate.lower()
-    if len(letters) == 1:  # a capital initial: the surrogate's first letter stands for the name
-        return surrogate[:1].upper() + surrogate[1:]
-    return surrogate
-
-
-# --- Dates --------------------------------------------------------------------------------------
-
-
-@dataclass
-class ParsedDate:
-    """A date span cut into tokens, with the token index of each part it writes."""
-
-    tokens: list[str]
-    kinds: list[str]  # num, month, weekday, ord, decade, word, sep
-    order: str  # the parts written, in text order: "dmy", "my", "y", "d", or "c" (compact digits)
-    day: int | None = None
-    month: int | None = None
-    year: int | None = None  # four digits, two-digit years put in 1931..2030
-    at: dict[str, int] = field(default_factory=dict)  # part -> token index
-    layout: str = ""  # compact only: "ddmmyyyy", ...
-
-    @property
-    def full(self) -> bool:
-        return None not in (self.day, self.month, self.year)
-
-
-def _year(token: str) -> int:
-    value = int(token)
-    if len(token) == 4:
-        return value
-    return 2000 + value if value <= 30 else 1900 + value
-
-
-def _valid(day: int | None, month: int | None, year: int | None) -> bool:
-    if month is not None and not 1 <= month <= 12:
-        return False
-    if day is not None:
-        limit = calendar.monthrange(year if year is not None else 2000, month)[1] if month else 31
-        if not 1 <= day <= limit:
-            return False
-    return year is None or 1 <= year <= 9999
-
-
-def tokenize_date(text: str) -> tuple[list[str], list[str]]:
-    tokens = TOKEN.findall(text)
-    kinds: list[str] = []
-    for i, token in enumerate(tokens):
-        if token.isdigit():
-            kinds.append("num")
-        elif token[0].isalpha():
-            low = token.casefold()
-            if i and kinds[i - 1] == "num" and low in ORDINALS:
-                kinds.append("ord")
-            elif low == "s" and i and (kinds[i - 1] == "num" or tokens[i - 1] in ("'", "’")):
-                kinds.append("decade")
-            elif MONTH_WORD.fullmatch(token):
-                kinds.append("month")
-            elif WEEKDAY_WORD.fullmatch(token):
-                kinds.append("weekday")
-            else:
-                kinds.append("word")
-        else:
-            kinds.append("sep")
-    return tokens, kinds
-
-
-def _month_number(token: str) -> int:
-    return [m[:3].casefold() for m in MONTHS].index(token[:3].casefold()) + 1
-
-
-COMPACT_LAYOUTS = {8: ("yyyymmdd", "ddmmyyyy", "mmddyyyy"), 6: ("ddmmyy", "mmddyy", "yymmdd")}
-SHAPE_ORDERS = {3: ("dmy", "mdy", "ymd", "ydm"), 2: ("dm", "md", "my", "ym"), 1: ("y", "m", "d")}
-
-
-def parse_date(text: str, preferred: Sequence[str] = (), record_dates: Iterable[dt.date] = ()) -> ParsedDate | None:
-    """Read a detected date span: which tokens are its day, month and year.
-
-    Orders named by the rules that matched (`preferred`) are tried first, then the others in the
-    Singapore preference (day first).  A reading that gives one of the record's dates wins, so a
-    date of birth written month first is read as such.
-    """
-    tokens, kinds = tokenize_date(text)
-    comps = [i for i, k in enumerate(kinds) if k in ("num", "month")]
-    if not comps or len(comps) > 3 or sum(k == "month" for k in kinds) > 1:
-        return None
-    readings: list[ParsedDate] = []
-    if len(comps) == 1 and kinds[comps[0]] == "num" and len(tokens[comps[0]]) in COMPACT_LAYOUTS:
-        token = tokens[comps[0]]
-        for layout in COMPACT_LAYOUTS[len(token)]:
-            parts = {c: token[layout.index(c * 2) : layout.index(c * 2) + layout.count(c)] for c in "dmy"}
-            day, month, year = int(parts["d"]), int(parts["m"]), _year(parts["y"])
-            if _valid(day, month, year):
-                readings.append(ParsedDate(tokens, kinds, "c", day, month, year, {"c": comps[0]}, layout))
-    else:
-        orders = list(dict.fromkeys([o for o in preferred if len(o) == len(comps)] + list(SHAPE_ORDERS[len(comps)])))
-        for order in orders:
-            reading = _read(tokens, kinds, comps, order)
-            if reading is not None:
-                readings.append(reading)
-                if not record_dates:
-                    break  # nothing to prefer: the first reading stands
-    if not readings:
-        return None
-    wanted = {(d.year, d.month, d.day) for d in record_dates}
-    for reading in readings:
-        if reading.full and (reading.year, reading.month, reading.day) in wanted:
-            return reading
-    return readings[0]
-
-
-def _read(tokens: list[str], kinds: list[str], comps: list[int], order: str) -> ParsedDate | None:
-    parts: dict[str, int] = {}
-    for part, index in zip(order, comps):
-        token, kind = tokens[index], kinds[index]
-        if kind == "month":
-            if part != "m":
-                return None
-            parts["m"] = _month_number(token)
-        elif part == "y":
-            apostrophe = index > 0 and tokens[index - 1].endswith(("'", "’"))
-            decade = index + 1 < len(kinds) and kinds[index + 1] == "decade"
-            if len(token) == 4 and token[:2] in ("19", "20"):
-                parts["y"] = int(token)
-            elif len(token) == 2 and (len(order) > 1 or apostrophe or decade):
-                parts["y"] = _year(token)
-            else:
-                return None
-        elif len(token) > 2:
-            return None
-        else:
-            parts[part] = int(token)
-    if order == "d" and not (comps[0] + 1 < len(kinds) and kinds[comps[0] + 1] == "ord"):
-        return None  # a bare number is no date: only "the 11th" is a day on its own
-    if order == "m" and kinds[comps[0]] != "month":
-        return None
-    day, month, year = parts.get("d"), parts.get("m"), parts.get("y")
-    if not _valid(day, month, year):
-        return None
-    return ParsedDate(tokens, kinds, order, day, month, year, {p: i for p, i in zip(order, comps)})
-
-
-def _pad(parsed: ParsedDate) -> bool:
-    """Whether numeric days and months are written with two digits ("03/04/2019", "12/11/2019")."""
-    numeric = [parsed.at[p] for p in "dm" if p in parsed.at and parsed.kinds[parsed.at[p]] == "num"]
-    widths = [len(parsed.tokens[i]) for i in numeric]
-    if any(len(parsed.tokens[i]) == 2 and parsed.tokens[i].startswith("0") for i in numeric):
-        return True
-    if len(numeric) == 1 and widths[0] == 2:  # "13MAY2000": a day glued to its month name is fixed-width
-        i = numeric[0]
-        return any(0 <= j < len(parsed.kinds) and parsed.kinds[j] == "month" for j in (i - 1, i + 1))
-    return len(numeric) == 2 and all(w == 2 for w in widths)
-
-
-def _month_word(month: int, original: str) -> str:
-    full = MONTHS[month - 1]
-    low = original.casefold()
-    abbreviated = len(low) == 3 or len(low) < len(MONTHS[_month_number(original) - 1])  # "May" reads as "Mar"
-    if abbreviated:
-        word = "Sept" if low == "sept" and month == 9 else full[:3]
-    else:
-        word = full
-    return like(word, original)
-
-
-def _suffix(day: int, original: str) -> str:
-    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-    return like(suffix, original)
-
-
-def render_date(parsed: ParsedDate, day: int | None, month: int | None, year: int | None) -> str:
-    """The parsed date's text with its parts replaced by these values, in the same format."""
-    tokens = list(parsed.tokens)
-    if parsed.order == "c":
-        values = {"d": f"{day:02d}", "m": f"{month:02d}", "y": f"{year:04d}"}
-        out, layout = "", parsed.layout
-        for part in dict.fromkeys(layout):
-            width = layout.count(part)
-            out += values[part][-width:]
-        tokens[parsed.at["c"]] = out
-        return "".join(tokens)
-    pad = _pad(parsed)
-    for part, value in (("d", day), ("m", month), ("y", year)):
-        if part not in parsed.at or value is None:
-            continue
-        index = parsed.at[part]
-        original = tokens[index]
-        if parsed.kinds[index] == "month":
-            tokens[index] = _month_word(value, original)
-        elif part == "y":
-            tokens[index] = f"{value:04d}" if len(original) == 4 else f"{value % 100:02d}"
-        else:
-            tokens[index] = f"{value:02d}" if pad or (len(original) == 2 and original.startswith("0")) else str(value)
-        if part == "d" and index + 1 < len(tokens) and parsed.kinds[index + 1] == "ord":
-            tokens[index + 1] = _suffix(value, parsed.tokens[index + 1])
-    if None not in (day, month, year):
-        weekday = dt.date(year, month, day).weekday()
-        for index, kind in enumerate(parsed.kinds):
-            if kind == "weekday":
-                tokens[index] = _weekday_word(weekday, parsed.tokens[index])
-    return "".join(tokens)
-
-
-def _weekday_word(weekday: int, original: str) -> str:
-    full = WEEKDAYS[weekday]
-    low = original.casefold()
-    if low == full.casefold() or len(low) > 4:
-        word = full
-    elif len(low) == 4:  # "Tues", "Thur": four-letter forms exist for Tuesday and Thursday only
-        word = {"Tuesday": "Tues", "Thursday": "Thur"}.get(full, full[:3])
-    else:
-        word = full[:3]
-    return like(word, original)
 
 
 # --- Per patient --------------------------------------------------------------------------------
@@ -519,7 +146,7 @@ class SurrogateReplacer:
         attempts = [0] * len(spans)
         out = [self._candidate(makers[i], text[s.start : s.end], attempts, i, s.category) for i, s in enumerate(spans)]
         # What `audit leaks` would flag in the released note is replaced by the next candidate: one
-        # scan of the whole note per round (a scan per candidate would cost ten times more).
+        # scan of the note per round, of the windows around the replacements that could leak.
         for _ in range(LEAK_ROUNDS):
             bad = self._leaking(text, spans, out, record)
             if not bad:
@@ -533,7 +160,7 @@ class SurrogateReplacer:
 
     @staticmethod
     def _parse(state: PatientState, text: str, sources: Sequence[str]) -> ParsedDate | None:
-        key = ("parsed", text, *_orders(sources))
+        key = ("parsed", text, *date_orders(sources))
         if key not in state.other:
             state.other[key] = parse_date(text, key[2:], state.dates)
         return state.other[key]
@@ -848,18 +475,18 @@ class SurrogateReplacer:
             return None, True
         days = state.days + attempt
         if parsed.full:
-            new = _shift_days(parsed.year, parsed.month, parsed.day, days)
+            new = shift_days(parsed.year, parsed.month, parsed.day, days)
             return render_date(parsed, new.day, new.month, new.year), True
         if parsed.order in ("dm", "md"):
-            year = _anchor(anchors, start, lambda p: p.year) or (2000 if (parsed.month, parsed.day) == (2, 29) else 2001)
-            if not _valid(parsed.day, parsed.month, year):
+            year = nearest_date(anchors, start, lambda p: p.year) or (2000 if (parsed.month, parsed.day) == (2, 29) else 2001)
+            if not valid_date(parsed.day, parsed.month, year):
                 year = 2000
-            new = _shift_days(year, parsed.month, parsed.day, days)
+            new = shift_days(year, parsed.month, parsed.day, days)
             return render_date(parsed, new.day, new.month, None), True
         if parsed.order == "d":
-            anchor = _anchor(anchors, start, lambda p: (p.year, p.month)) or (2001, 1)
-            year, month = anchor if _valid(parsed.day, anchor[1], anchor[0]) else (2001, 1)
-            new = _shift_days(year, month, parsed.day, days)
+            near = nearest_date(anchors, start, lambda p: (p.year, p.month)) or (2001, 1)
+            year, month = near if valid_date(parsed.day, near[1], near[0]) else (2001, 1)
+            new = shift_days(year, month, parsed.day, days)
             return render_date(parsed, new.day, None, None), True
         months = state.months + attempt
         if parsed.order in ("my", "ym"):
@@ -897,7 +524,7 @@ class SurrogateReplacer:
                     out.append(c)
             return "".join(out)
         if not digits:
-            return _scramble(original, state.keyed, ("id letters", compact, attempt))
+            return scramble(original, state.keyed, ("id letters", compact, attempt))
         stream = iter(state.keyed.digits(len(digits), "id", key, attempt))
         out = []
         first = True
@@ -930,10 +557,10 @@ class SurrogateReplacer:
         local, _, domain = original.rpartition("@")
         new_local = "".join(
             self._name_word(t, state, 0, 1, attempt) if t[0].isalpha() and self._record_token(state, t.casefold())
-            else _scramble(t, state.keyed, ("email", t.casefold(), attempt)) if t[0].isalnum() else t
+            else scramble(t, state.keyed, ("email", t.casefold(), attempt)) if t[0].isalnum() else t
             for t in TOKEN.findall(local)
         )
-        return f"{new_local}@{_example_domain(domain)}"
+        return f"{new_local}@{example_domain(domain)}"
 
     def _url(self, original: str, state: PatientState, attempt: int) -> str:
         if IP_ADDRESS.fullmatch(original):
@@ -942,9 +569,9 @@ class SurrogateReplacer:
         match = URL_HOST.match(original)
         scheme, www, host, rest = match.groups() if match else ("", "", original, "")
         rest = "".join(
-            _scramble(t, state.keyed, ("url", t.casefold(), attempt)) if t[0].isalnum() else t for t in TOKEN.findall(rest)
+            scramble(t, state.keyed, ("url", t.casefold(), attempt)) if t[0].isalnum() else t for t in TOKEN.findall(rest)
         )
-        return f"{scheme or ''}{www or ''}{like_phrase(_example_domain(host), host)}{rest}"
+        return f"{scheme or ''}{www or ''}{like_phrase(example_domain(host), host)}{rest}"
 
     def _hospital(self, original: str, state: PatientState, attempt: int) -> str | None:
         key = " ".join(original.casefold().split())
@@ -1013,15 +640,6 @@ def _origin(listed: frozenset[str], context: str) -> str:
     return others[0] if others else "western"
 
 
-def like_phrase(surrogate: str, original: str) -> str:
-    letters = [c for c in original if c.isalpha()]
-    if letters and all(c.isupper() for c in letters):
-        return surrogate.upper()
-    if letters and all(c.islower() for c in letters):
-        return surrogate.lower()
-    return surrogate
-
-
 def _age(original: str) -> tuple[str | None, bool]:
     match = regex.search(r"\d+", original)
     if match is None:
@@ -1029,50 +647,6 @@ def _age(original: str) -> tuple[str | None, bool]:
     if int(match.group()) < 90:
         return original, False  # not PHI under HIPAA: kept
     return original[: match.start()] + "90+" + original[match.end() :], True
-
-
-def _scramble(token: str, keyed: Keyed, parts: tuple) -> str:
-    """Letters and digits replaced by keyed ones of the same kind and case; the rest kept."""
-    letters = keyed.letters(len(token), *parts, alphabet="abcdefghijklmnopqrstuvwxyz")
-    digits = keyed.digits(len(token), *parts)
-    return "".join(
-        (letters[i].upper() if c.isupper() else letters[i]) if c.isalpha() else digits[i] if c.isdigit() else c
-        for i, c in enumerate(token)
-    )
-
-
-def _example_domain(host: str) -> str:
-    """"mail.hospital.com.sg" -> "example.com.sg": the reserved example domain, same ending."""
-    labels = host.split(".")
-    if len(labels) >= 3 and labels[-2].casefold() in SECOND_LEVEL and len(labels[-1]) == 2:
-        ending = labels[-2:]
-    else:
-        ending = labels[-1:] if len(labels) > 1 else ["com"]
-    domain = ".".join(["example", *ending])
-    if domain.casefold() == host.casefold():  # already an example domain: still change it
-        domain = "example.net" if ending != ["net"] else "example.org"
-    return domain
-
-
-def _orders(sources: Sequence[str]) -> list[str]:
-    return [m.group(1) for source in sources if (m := DATE_RULE.match(source))]
-
-
-def _shift_days(year: int, month: int, day: int, days: int) -> dt.date:
-    try:
-        return dt.date(year, month, day) - dt.timedelta(days=days)
-    except OverflowError:
-        return dt.date(year, month, day) + dt.timedelta(days=days)
-
-
-def _anchor(anchors: list[tuple[int, ParsedDate]], start: int, value: Callable[[ParsedDate], object]):
-    """The value of the nearest date before `start` that has it (else the nearest after)."""
-    before = [p for s, p in anchors if s < start]
-    after = [p for s, p in anchors if s > start]
-    for group in (reversed(before), after):
-        for parsed in group:
-            return value(parsed)
-    return None
 
 
 def build_replacer(
