@@ -445,7 +445,7 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
                 for t, row in enumerate(notes[i].base)
             ]
             zero = (np.zeros(model.phi.width), np.zeros(model.category.width) if model.category else None)
-            values, cats = model.score_note(notes[i].tokens.words, feats, lambda word: zero)
+            values, cats = model.score_note(notes[i].tokens.words, feats, lambda word, z=zero: z)
             scores[i] = np.array(values)
             categories[i] = cats
             fold_of_note[i] = fold

@@ -76,8 +76,8 @@ class Databases:
 
     def url(self, kind: str, label: str = "db", charset: str = "utf8mb4 COLLATE utf8mb4_unicode_ci") -> str:
         """The URL of a new, empty database of `kind` (sqlite, postgresql or mariadb)."""
-        require(kind)
         USED.setdefault(self.nodeid, []).append(kind)
+        require(kind)
         name = f"anon_{label}_{uuid.uuid4().hex[:10]}"
         if kind == "sqlite":
             return f"sqlite:///{self.tmp_path / (name + '.db')}"

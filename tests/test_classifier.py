@@ -54,7 +54,7 @@ def synthetic_corpus(notes: int = 60, seed: int = 7) -> Corpus:
     for k in range(notes):
         pid = str(k % 12)
         records[pid] = PatientRecord(pid, names=("JOHN", "DOE"))
-        parts, spans, text = [], [], ""
+        spans, text = [], ""
         for template in rng.sample(TEMPLATES, 4):
             values = {"doc": rng.choice(DOCTORS), "rel": rng.choice(RELATIVES), "place": rng.choice(PLACES),
                       "date": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}"}
@@ -188,3 +188,20 @@ def test_runtime_equals_decision_function_on_real_notes():
     expected = fitted.estimators["phi"].decision_function(X)
     got = np.array([model.phi.decision(list(row)) for row in fitted.rows])
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+
+
+def test_recall_heuristics_on_fragments():
+    from anonymizer.classifier import postprocess
+
+    text = "seen by E. Nessenson NP; SELLVI D/O BALA; wife Janet called; son is here"
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    flagged[tokens.words.index("Nessenson")] = "DOCTOR"
+    flagged[tokens.words.index("SELLVI")] = "PATIENT"
+    added = postprocess.extend_names(text, tokens, flagged)
+    assert {tokens.words[i] for i in added} == {"E"}  # not "D" of "D/O", not "NP", not "seen"
+    rel = postprocess.relative_cues(text, tokens, flagged)
+    assert {tokens.words[i] for i in rel} == {"Janet"}  # not "is"/"here"
+    notes = [(tokens, flagged, [2.0 if f else -1.0 for f in flagged]), (Tokens.of("nessenson paged"), [None, None], [-1.0, -1.0])]
+    spread = postprocess.propagate(notes, confident=0.0)
+    assert spread[1] == {0: "DOCTOR"}

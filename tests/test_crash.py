@@ -46,39 +46,56 @@ def hospital(rng: random.Random, patients: int = 60, notes: int = 2000) -> tuple
     return people, bodies
 
 
-def descendants(pid: int) -> set[int]:
+Process = tuple[int, str]  # pid and start time (/proc/<pid>/stat field 22): a reused pid is another process
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a live process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), fields[19]
+
+
+def descendants(pid: int) -> set[Process]:
     """Every live process below `pid` (worker processes, multiprocessing's resource tracker)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
+    children: dict[int, list[Process]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        stat = _stat(int(entry.name))
+        if stat is not None:
+            children.setdefault(stat[0], []).append((int(entry.name), stat[1]))
+    found: set[Process] = set()
+    todo = [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             found.add(child)
-            todo.append(child)
+            todo.append(child[0])
     return found
 
 
-def survivors(pids: set[int], wait: float = 4.0) -> set[int]:
-    """Those of `pids` still alive after `wait` seconds (workers watch their parent once a second)."""
+def _alive(process: Process) -> bool:
+    stat = _stat(process[0])
+    return stat is not None and stat[1] == process[1]
+
+
+def survivors(processes: set[Process], wait: float = 4.0) -> set[Process]:
+    """Those still alive after `wait` seconds (a worker checks its parent once a second)."""
     deadline = time.monotonic() + wait
-    alive = set(pids)
+    alive = set(processes)
     while alive and time.monotonic() < deadline:
-        alive = {p for p in alive if Path(f"/proc/{p}").exists()}
+        alive = {p for p in alive if _alive(p)}
         time.sleep(0.2)
     return alive
 
 
-def end(pids: set[int]) -> None:
-    for pid in pids:  # processes this test started (via the killed runs), by id
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def end(processes: set[Process]) -> None:
+    for process in processes:  # started by this test (below its killed runs), checked by id and start time
+        if _alive(process):
+            try:
+                os.kill(process[0], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def count(engine: sa.Engine) -> int:
@@ -98,7 +115,7 @@ def test_killed_runs_end_with_every_note_exactly_once_as_a_clean_run(databases, 
     command = [sys.executable, "-m", "anonymizer", "run", "--config", str(config), "--batch-size", "20", "--workers"]
     poll = databases.engine(target)
     moments = []
-    orphans: set[int] = set()
+    orphans: set[Process] = set()
     for i in range(KILLS):
         before = count(poll)
         # Half the moments are a random time after start (start-up, migration, first batch), half a
@@ -153,7 +170,7 @@ def test_workers_exit_when_the_run_is_killed_during_their_start_up(databases, tm
     process = subprocess.Popen([sys.executable, "-m", "anonymizer", "run", "--config", str(config), "--workers", "2"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    below: set[int] = set()
+    below: set[Process] = set()
     while len(below) < 3 and process.poll() is None and time.monotonic() < deadline:  # tracker + 2 workers
         below = descendants(process.pid)
         time.sleep(0.02)

@@ -52,23 +52,23 @@ def test_run_reprocess_and_leak_audit(databases, tmp_path, reference, source_kin
     create_hospital(source)
     config = str(write_config(tmp_path / "anonymizer.toml", source, target))
 
-    code, out, err = cli("run", "--config", config)
+    code, out, err = cli("run", "--config", config, "--workers", "2")  # a worker pool, as by default
     assert code == 0, err
     assert anonymized(target) == reference
     done, failed = check_every_note_once(source, target)
     assert len(done) == len(NOTES) and not failed
     assert query(target, "SELECT status, notes_done FROM runs") == [("done", len(NOTES))]
 
-    code, out, err = cli("run", "--config", config)  # unchanged: every note skipped, none duplicated
+    code, out, err = cli("run", "--config", config, "--workers", "1")  # unchanged: every note skipped, none duplicated
     assert code == 0 and query(target, "SELECT notes_skipped FROM runs WHERE run_id = 2") == [(len(NOTES),)]
     check_every_note_once(source, target)
 
     # A corrected record: reprocess --changed redoes that patient's notes only.
     execute(source, "UPDATE notes SET body = 'Selvam stable, seen by team' WHERE note_id = 14")
-    assert cli("run", "--config", config)[0] == 0
+    assert cli("run", "--config", config, "--workers", "1")[0] == 0
     assert anonymized(target)["14"] == "Selvam stable, seen by team"
     execute(source, "UPDATE patients SET family_name = 'Selvam' WHERE patient_id = 2")
-    code, out, err = cli("reprocess", "--changed", "--config", config)
+    code, out, err = cli("reprocess", "--changed", "--config", config, "--workers", "1")
     assert code == 0, err
     after = anonymized(target)
     assert after["14"] == "[PATIENT] stable, seen by team"

@@ -80,9 +80,18 @@ def test_rules_classifier_union_rows():
 
 
 def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
     from anonymizer.classifier import train as train_module
     from anonymizer.classifier.train import TrainingOptions, build_dataset
-    from tests.test_classifier import synthetic_corpus
+
+
+    # the synthetic corpus of test_classifier.py, loaded by path (whatever pytest's import mode)
+    spec = importlib.util.spec_from_file_location("_synthetic", Path(__file__).with_name("test_classifier.py"))
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    synthetic_corpus = helper.synthetic_corpus
 
     dataset = build_dataset([synthetic_corpus(notes=40)])
     seen: list[set[str]] = []

@@ -267,7 +267,7 @@ class FeatureExtractor:
         self.classes = frozenset(classes)
         unknown = self.classes - set(FEATURE_CLASSES)
         if unknown:
-            raise ValueError(f"unknown feature class {sorted(unknown)[0]!r}")
+            raise ValueError(f"unknown feature class {min(unknown)!r}")
         self.dictionaries = dictionaries or default_dictionaries()
         self.lists = {c: PhraseMatcher(v) for c, v in sorted((lists or {}).items()) if v}
         self.gazetteers = {c: PhraseMatcher(v) for c, v in sorted((gazetteers or {}).items()) if v}

@@ -119,15 +119,6 @@ class Model:
             raise ConfigError(f"classifier.model: {path} is not a gzipped JSON model") from None
         return cls(data, hashlib.sha256(raw).hexdigest())
 
-    def scores(self, word_parts: Sequence[list[float]], context: Sequence[Sequence[str]]) -> list[tuple[float, str]]:
-        """(PHI score, category) per token, from cached word-only partial sums and context features."""
-        out = []
-        for wp, ctx in zip(word_parts, context):
-            values = self.phi.partial(ctx)
-            values = [b + w + c for b, w, c in zip(self.phi.intercept, wp[0], values)]
-            out.append(self._resolve(values, wp, ctx))
-        return out
-
     def score_note(self, words: Sequence[str], contexts: Sequence[Sequence[str]], word_part) -> tuple[list[float], list[str]]:
         """(PHI score, category) of each token; `word_part(word)` gives the cached word vectors."""
         if not words:
@@ -148,26 +139,6 @@ class Model:
         if self.score_kind == "margin" and "O" in classes:
             scores = scores - phi[:, classes.index("O")]
         return scores.tolist(), [classes[phi_cols[k]] for k in best]
-
-    def _resolve(self, values: list[float], wp, ctx) -> tuple[float, str]:
-        if self.mode == "binary":
-            score = values[0]
-            if self.category is None:
-                return score, "NAME"
-            cat_values = self.category.partial(ctx)
-            cat_values = [b + w + c for b, w, c in zip(self.category.intercept, wp[1], cat_values)]
-            best = max(range(len(cat_values)), key=lambda k: (cat_values[k], -k))
-            return score, self.category.classes[best]
-        # multiclass: the best PHI class's decision value is the score (minus "O"'s for "margin")
-        best_k, best, other = -1, float("-inf"), 0.0
-        for k, cls in enumerate(self.phi.classes):
-            if cls == "O":
-                other = values[k]
-            elif values[k] > best:
-                best_k, best = k, values[k]
-        if self.score_kind == "margin":
-            best -= other
-        return best, self.phi.classes[best_k]
 
 
 class SvmDetector:
