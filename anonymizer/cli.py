@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -257,3 +258,64 @@ def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> No
     except ConfigError as exc:
         raise fail(str(exc)) from None
     out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")
+
+
+@app.command()
+def evaluate(
+    corpus: Path = typer.Argument(..., help="A PhysioNet-format folder, or a gold .jsonl file (e.g. sample_db/gold.jsonl)."),
+    cv: int = typer.Option(0, "--cv", min=0, help="K-fold cross-validation grouped by patient (retrains per fold)."),
+    model: Optional[Path] = typer.Option(None, help="A trained model (default: the shipped one)."),
+    threshold: Optional[float] = typer.Option(None, help="Decision threshold (default: the model's)."),
+    missed: bool = typer.Option(True, "--missed/--no-missed", help="Print the missed phrases (they quote notes: PHI)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
+) -> None:
+    """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
+    from anonymizer.classifier.train import DEFAULT_THRESHOLD, TrainingOptions
+    from anonymizer.config import ClassifierConfig, DetectorsConfig
+    from anonymizer.corpora import CorpusError, load_corpus
+    from anonymizer.evaluate import format_report, run_evaluation
+    from anonymizer.pipeline import build_pipeline
+
+    try:
+        gold = load_corpus(corpus)
+        classifier = ClassifierConfig(enabled=not cv, model=str(model) if model else None, threshold=threshold)
+        pipeline = build_pipeline(DetectorsConfig(), gold.lists, classifier)
+    except (ConfigError, CorpusError, OSError) as exc:
+        raise fail(str(exc)) from None
+    options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    report = run_evaluation(gold, pipeline, cv=cv, options=options)
+    out.print(format_report(report, missed=missed), markup=False, highlight=False, soft_wrap=True)
+    if json_out:
+        public = {k: v for k, v in report.items() if k != "missed"}
+        json_out.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+@app.command()
+def train(
+    corpora: list[Path] = typer.Argument(..., help="Annotated corpora: PhysioNet-format folders or gold .jsonl files."),
+    out_model: Path = typer.Option(..., "--out", help="Where to write the model (.json.gz)."),
+    cv: int = typer.Option(0, "--cv", min=0, help="Also cross-validate, folds grouped by patient."),
+    c: Optional[float] = typer.Option(None, "--c", help="SVM regularisation (default: the tuned one)."),
+    threshold: Optional[float] = typer.Option(None, help="Decision threshold stored with the model."),
+    mode: str = typer.Option("multiclass", help="multiclass or binary."),
+) -> None:
+    """Train the local-context SVM deterministically; the same inputs give the same model."""
+    from anonymizer.classifier.train import TrainingOptions, rules_for, train as train_model
+    from anonymizer.corpora import merge_lists
+    from anonymizer.corpora import CorpusError, load_corpus
+    from anonymizer.evaluate import format_categories, format_curve, format_rows
+
+    if mode not in ("multiclass", "binary"):
+        raise fail("--mode: multiclass or binary")
+    try:
+        loaded = [load_corpus(path) for path in corpora]
+    except (CorpusError, OSError) as exc:
+        raise fail(str(exc)) from None
+    options = TrainingOptions(mode=mode)
+    options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold)) if v is not None})
+    command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    card = train_model(loaded, out_model, options, cv=cv, rules=rules_for(merge_lists(*(x.lists for x in loaded))), command=command)
+    out.print_json(json.dumps({k: v for k, v in card.items() if k != "cv"}))
+    if "cv" in card:
+        for table in (format_rows(card["cv"]["rows"]), format_categories(card["cv"]["categories"]["union"]), format_curve(card["cv"]["curve"])):
+            out.print(table, markup=False, highlight=False, soft_wrap=True)

@@ -10,7 +10,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
@@ -26,8 +26,14 @@ from anonymizer.spans import MergedSpan, Span, union
 
 log = logging.getLogger(__name__)
 
-# The classifier sees the rule detectors' spans so it can skip (and use as context) what they found.
-Classifier = Callable[[str, PatientRecord, list[Span]], list[Span]]
+class Classifier(Protocol):
+    """Labels what the rules left; it sees their spans to skip (and use as context) what they found."""
+
+    name: str
+
+    def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span]) -> list[Span]: ...
+
+    def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]: ...
 
 DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
 
@@ -67,19 +73,45 @@ class Pipeline:
 
 
 def anonymize_patient(record: PatientRecord, notes: Iterable[Note], pipeline: Pipeline) -> list[NoteResult]:
-    """Anonymize one patient's notes. A note whose detection fails is returned with its error."""
+    """Anonymize one patient's notes. A note whose detection fails is returned with its error.
+
+    The rules run note by note; the classifier then sees all of the patient's notes at once, so a
+    name it is confident about in one note is also removed where the same patient's notes repeat it.
+    """
+    notes = list(notes)
+    found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, note.text, record) for note in notes]
+    if pipeline.classifier is not None:
+        _classify(pipeline.classifier, record, notes, found)
     results = []
-    for note in notes:
+    for note, spans in zip(notes, found):
         digest = pipeline.source_digest(note.text, record)
-        try:
-            merged = tuple(union(pipeline.find_spans(note.text, record)))
-            text = pipeline.replace(note.text, merged, record)
-        except Exception as exc:  # noqa: BLE001 - any failure must become a failure row, never a lost note
-            log.warning("note %s failed: %s", note.note_id, type(exc).__name__)
-            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(exc)))
-            continue
-        results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
+        merged = () if isinstance(spans, Exception) else tuple(union(spans))
+        text = spans if isinstance(spans, Exception) else _attempt(pipeline.replace, note.text, merged, record)
+        if isinstance(text, Exception):
+            log.warning("note %s failed: %s", note.note_id, type(text).__name__)
+            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(text)))
+        else:
+            results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
     return results
+
+
+def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], found: list) -> None:
+    """Add the classifier's spans to each note's rule spans, in place; a failure fails its note only."""
+    ok = [i for i, spans in enumerate(found) if not isinstance(spans, Exception)]
+    try:
+        extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
+    except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
+        extra = [_attempt(classifier, notes[i].text, record, found[i]) for i in ok]
+    for i, spans in zip(ok, extra):
+        found[i] = spans if isinstance(spans, Exception) else found[i] + spans
+
+
+def _attempt(function: Callable, *args: object) -> object:
+    """Call, returning the exception instead of raising: every failure must become a failure row."""
+    try:
+        return function(*args)
+    except Exception as exc:  # noqa: BLE001
+        return exc
 
 
 def _reason(exc: Exception) -> str:

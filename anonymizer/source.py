@@ -143,7 +143,12 @@ class Source:
     def batches(
         self, batch_size: int, limit: int | None = None, patient_ids: Collection[str] | None = None
     ) -> Iterator[Batch]:
-        """Stream notes ordered by patient in batches of at most `batch_size` notes."""
+        """Stream notes ordered by patient in batches of about `batch_size` notes.
+
+        A patient's notes stay in one batch (the classifier looks at them together), so a batch
+        ends at a patient boundary; only a patient with more than `batch_size` notes fills a batch
+        alone, and goes on into the next.
+        """
         query = sa.select(self.note_id, self.note_patient, self.note_text).order_by(self.note_patient, self.note_id)
         if patient_ids is not None:
             query = query.where(self._patient_filter(patient_ids))
@@ -157,9 +162,17 @@ class Source:
             # Server-side cursors: a psycopg named cursor, a PyMySQL SSCursor; records are read on
             # a second connection of the pool while this one streams.
             result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
+            pending: list[Note] = []
             for rows in result.partitions(batch_size):
-                notes = [Note(_key(note_id), _key(patient), _text(text)) for note_id, patient, text in rows]
+                pending.extend(Note(_key(note_id), _key(patient), _text(text)) for note_id, patient, text in rows)
+                last = pending[-1].patient_id
+                cut = next((i for i in range(len(pending) - 1, -1, -1) if pending[i].patient_id != last), -1) + 1
+                if cut == 0 and len(pending) < batch_size:
+                    continue
+                notes, pending = (pending[:cut], pending[cut:]) if cut else (pending, [])
                 yield Batch(notes, self.records({n.patient_id for n in notes}))
+            if pending:
+                yield Batch(pending, self.records({n.patient_id for n in pending}))
 
     def notes_by_id(self, note_ids: Collection[str]) -> dict[str, Note]:
         """These notes, fetched by id (for audits of single notes and review samples)."""
