@@ -1,7 +1,12 @@
 """Throughput of a full run against the least any anonymizer does: copying the notes word by word.
 
     python benchmarks/throughput.py [--notes 100000] [--workers 2] [--model PATH] [--rules-only]
-                                    [--skip-copy] [--keep DIR]
+                                    [--skip-copy] [--keep DIR] [--source DB] [--stages STRIDE]
+
+--stages STRIDE prints instead the CPU ms per note of each stage (reading, each detector, the
+classifier, union and replacement, writing) of a one-process run over every STRIDE-th batch, as a
+Markdown table (docs/performance.md); --source DB uses an existing database of the sample schema
+(e.g. sample_db/hospital.db) instead of generating one.
 
 A SQLite source of at least --notes notes is generated in a temporary directory: the sample
 database's patients, staff and notes, then the PhysioNet development notes (../shared/corpora/
