@@ -69,8 +69,12 @@ def _init(config: "Config", digest: str) -> None:
 
 
 def _exit_with_parent() -> None:
-    """Leave when the main process dies (kill -9): an orphaned worker would wait for work forever."""
-    parent = os.getppid()
+    """Leave when the main process dies (kill -9): an orphaned worker would wait for work forever.
+
+    The parent's pid comes from multiprocessing, not getppid(): a parent killed while this worker
+    was still starting has already left it to init, and getppid() would then watch init forever.
+    """
+    parent = multiprocessing.parent_process().pid
 
     def watch() -> None:
         while True:
