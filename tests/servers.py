@@ -21,6 +21,7 @@ import functools
 import os
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -243,6 +244,17 @@ def execute(url: str, *statements: str) -> None:
                 conn.exec_driver_sql(statement)
     finally:
         engine.dispose()
+
+
+def reference_run(tmp: Path, fill_source: Callable[[str], None]) -> dict[str, str]:
+    """Anonymized texts of a SQLite → SQLite run: what every other engine pair must reproduce."""
+    from anonymizer.config import load_config
+    from anonymizer.run import run
+
+    source, target = f"sqlite:///{tmp / 'source.db'}", f"sqlite:///{tmp / 'target.db'}"
+    fill_source(source)
+    run(load_config(write_config(tmp / "anonymizer.toml", source, target)))
+    return anonymized(target)
 
 
 def anonymized(target: str) -> dict[str, str]:

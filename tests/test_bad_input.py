@@ -19,7 +19,7 @@ from anonymizer.config import load_config
 from anonymizer.run import run
 from anonymizer.spans import Span
 from tests.conftest import create_hospital
-from tests.servers import anonymized, check_every_note_once, execute, kind_of, query, write_config
+from tests.servers import anonymized, reference_run, check_every_note_once, execute, kind_of, query, write_config
 
 runner = CliRunner()
 
@@ -98,11 +98,7 @@ PAIRS = [
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, str]:
-    tmp = tmp_path_factory.mktemp("bad_reference")
-    source, target = f"sqlite:///{tmp / 'source.db'}", f"sqlite:///{tmp / 'target.db'}"
-    bad_source(source)
-    run(load_config(write_config(tmp / "anonymizer.toml", source, target)))
-    return anonymized(target)
+    return reference_run(tmp_path_factory.mktemp("bad_reference"), bad_source)
 
 
 @pytest.mark.parametrize(("source_kind", "target_kind"), PAIRS, ids=[f"{s}-to-{t}" for s, t in PAIRS])

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from anonymizer.cli import app
 from anonymizer.config import load_config
-from anonymizer.run import run
 from anonymizer.source import Source
 from tests.conftest import NOTES, create_hospital
-from tests.servers import anonymized, check_every_note_once, execute, query, write_config
+from tests.servers import anonymized, reference_run, check_every_note_once, execute, query, write_config
 
 runner = CliRunner()
 
@@ -34,11 +33,7 @@ PAIRS = [
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, str]:
     """Anonymized texts of the test hospital from a SQLite → SQLite run."""
-    tmp = tmp_path_factory.mktemp("reference")
-    source, target = f"sqlite:///{tmp / 'source.db'}", f"sqlite:///{tmp / 'target.db'}"
-    create_hospital(source)
-    run(load_config(write_config(tmp / "anonymizer.toml", source, target)))
-    return anonymized(target)
+    return reference_run(tmp_path_factory.mktemp("reference"), create_hospital)
 
 
 def cli(*args: str) -> tuple[int, str, str]:
