@@ -255,7 +255,7 @@ def _covered(tokens: Tokens, spans: Sequence[Span]) -> list[str | None]:
 
 
 @lru_cache(maxsize=4)
-def _load_cached(path: str, mtime: float) -> Model:
+def _load_cached(path: str, mtime: float) -> Model:  # mtime: a rewritten file is loaded again
     return Model.load(path)
 
 

@@ -450,14 +450,6 @@ def _readings(text: str) -> set[tuple[int | None, int | None, int | None]]:
     return readings
 
 
-def _address(value: str) -> list[str]:
-    """Patterns for an address's street and place names, postal code and unit number."""
-    patterns = [rf"(?<!\d){code}(?!\d)" for code in POSTAL_CODE.findall(value)]
-    patterns += [rf"\#\s*{floor}\s*-\s*{unit}(?!\d)" for floor, unit in UNIT.findall(value)]
-    patterns += [pattern for phrase in _place_names(value) if (pattern := _place_pattern(phrase))]
-    return patterns
-
-
 def _place_pattern(phrase: list[str]) -> str | None:
     """The pattern a place name stands for (what _place_candidates matches), None if too short."""
     name = r"\s+".join(regex.escape(word) for word in phrase) + r"(?!\w)"
