@@ -128,6 +128,9 @@ def build_pipeline(
     replace: ReplaceConfig | None = None,
 ) -> Pipeline:
     """Compile the rules once and assemble the enabled detector groups in their fixed order."""
+    unknown = set(detectors.disabled) - set(DETECTOR_GROUPS) - {"svm"}
+    if unknown:
+        raise ConfigError(f"detectors.disabled: unknown detector {sorted(unknown)[0]!r} (one of {', '.join(DETECTOR_GROUPS)}, svm)")
     rules = rules_dir or data_dir("rules")
     surrogates = replace is not None and replace.mode == "surrogates"
     if surrogates:
@@ -145,9 +148,6 @@ def build_pipeline(
         "regex": [patterns],
         "lists": [ListDetector(lists)],
     }
-    unknown = set(detectors.disabled) - set(DETECTOR_GROUPS) - {"svm"}
-    if unknown:
-        raise ConfigError(f"detectors.disabled: unknown detector {sorted(unknown)[0]!r} (one of {', '.join(DETECTOR_GROUPS)}, svm)")
     enabled = [d for name in DETECTOR_GROUPS if name not in detectors.disabled for d in groups[name]]
     svm = None
     if classifier.enabled and "svm" not in detectors.disabled:

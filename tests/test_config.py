@@ -71,3 +71,11 @@ def test_schema_mismatch_names_the_table_or_column(hospital, old, new, message):
     with pytest.raises(ConfigError) as info:
         Source(load_config(hospital))
     assert message in str(info.value)
+
+
+def test_an_unknown_detector_name_is_refused_before_anything_is_built():
+    from anonymizer.config import ClassifierConfig, DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    with pytest.raises(ConfigError, match="detectors.disabled: unknown detector 'regexes'"):
+        build_pipeline(DetectorsConfig(disabled=("regexes",)), {}, ClassifierConfig(enabled=False))

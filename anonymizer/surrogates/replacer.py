@@ -401,18 +401,16 @@ class SurrogateReplacer:
             return lambda attempt: self._date(parsed, span.start, state, anchors, attempt)
         if category == "AGE":
             return lambda attempt: _age(original)
-        if category == "ID":
-            return lambda attempt: (self._identifier(original, state, attempt), True)
-        if category == "PHONE":
-            return lambda attempt: (self._phone(original, state, attempt), True)
-        if category == "EMAIL":
-            return lambda attempt: (self._email(original, state, attempt), True)
-        if category == "URL":
-            return lambda attempt: (self._url(original, state, attempt), True)
-        if category == "HOSPITAL":
-            return lambda attempt: (self._hospital(original, state, attempt), True)
-        if category == "LOCATION":
-            return lambda attempt: (self._location(original, state, attempt), True)
+        simple = {
+            "ID": self._identifier,
+            "PHONE": self._phone,
+            "EMAIL": self._email,
+            "URL": self._url,
+            "HOSPITAL": self._hospital,
+            "LOCATION": self._location,
+        }.get(category)
+        if simple is not None:
+            return lambda attempt: (simple(original, state, attempt), True)
         return lambda attempt: (None, True)
 
     def _name(self, original: str, state: PatientState, attempt: int) -> str:
