@@ -237,7 +237,7 @@ def classifier_cost(corpus: Corpus, detector, rules: Predict | None = None, limi
         detector(text, record, spans)
     t0 = time.process_time()
     for text, record, _ in prepared:
-        detector.extractor.context_features(text, Tokens.of(text), record)
+        detector.extractor.slots(text, Tokens.of(text), record)
     t1 = time.process_time()
     for text, record, spans in prepared:
         detector(text, record, spans)
@@ -444,8 +444,7 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
                 [f for f in row if _feature_class(f) in classes] + (gaz[j][t] if gaz else [])
                 for t, row in enumerate(notes[i].base)
             ]
-            zero = (np.zeros(model.phi.width), np.zeros(model.category.width) if model.category else None)
-            values, cats = model.score_note(notes[i].tokens.words, feats, lambda word, z=zero: z)
+            values, cats = model.score_rows(feats)
             scores[i] = np.array(values)
             categories[i] = cats
             fold_of_note[i] = fold

@@ -109,9 +109,10 @@ def test_feature_classes_can_be_switched_off_and_features_are_deterministic():
 
 
 def test_phrase_matcher_matches_whole_token_sequences_case_insensitively():
-    m = PhraseMatcher(["Anne Arundel Medical Center", "Bel Air"])
+    m = PhraseMatcher({"HOSPITAL": ["Anne Arundel Medical Center"], "LOCATION": ["Bel Air", "Arundel"]})
     tokens = Tokens.of("to ANNE ARUNDEL MEDICAL CENTER; anne only; bel air")
-    assert m.cover(tokens.lowers) == [False, True, True, True, True, False, False, True, True]
+    assert m.cover(tokens.lowers) == {"HOSPITAL": {1, 2, 3, 4}, "LOCATION": {2, 7, 8}}
+    assert m.cover(["anne", "arundel", "medical"]) == {"LOCATION": {1}}  # an entry is matched whole
 
 
 def test_empty_and_symbol_only_text():

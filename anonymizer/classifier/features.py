@@ -27,7 +27,7 @@ Word-only features depend on the token's string alone and are cached per word ty
 
 from __future__ import annotations
 
-import bisect
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -49,10 +49,14 @@ FEATURE_CLASSES: tuple[str, ...] = (
     "word", "window", "ortho", "affix", "section", "dict", "dictctx", "record", "lists", "cue", "gaz", "rules",
 )
 RULE_WINDOW = 3
+NEAR_KERNEL = np.array([1.0] * RULE_WINDOW + [0.0] + [1.0] * RULE_WINDOW)
+CACHE_LIMIT = 200_000  # entries per cache; a cache that fills is emptied, so memory stays flat
 
 # A heading: a short label followed by a colon, at the start of a line or after ";" or ". ".
+# (The standard library's engine runs this pattern twice as fast as the regex module's.)
 CHUNK = regex.compile(r"\S+")
-HEADING = regex.compile(r"(?:^|\n|[;.]\s)[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])")
+SPACE = regex.compile(r"\s")
+HEADING = re.compile(r"(?:^|\n|[;.]\s)[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])")
 WINDOW = 2
 CUE_WINDOW = 4
 
@@ -64,12 +68,12 @@ class Dictionaries:
     words: Mapping[str, frozenset[str]]  # single-word entries per dictionary
     english_rank: Mapping[str, int]
     cues: frozenset[str]
-    phrases: Mapping[str, PhraseMatcher] = field(default_factory=dict)  # multi-word entries
+    phrases: PhraseMatcher = field(default_factory=lambda: PhraseMatcher({}))  # multi-word entries, by dictionary
 
     @classmethod
     def load(cls, folder: Path = DATA) -> Dictionaries:
         words: dict[str, frozenset[str]] = {}
-        phrases: dict[str, PhraseMatcher] = {}
+        phrases: dict[str, list[str]] = {}
         for name, file in (
             ("first", "first_names.txt"),
             ("last", "last_names.txt"),
@@ -81,14 +85,12 @@ class Dictionaries:
             entries = read_word_list(folder / file)
             single = {e for e in entries if len(TOKEN.findall(e)) == 1 and TOKEN.fullmatch(e)}
             words[name] = frozenset(single)
-            multi = [e for e in entries if e not in single]
-            if multi:
-                phrases[name] = PhraseMatcher(multi)
+            phrases[name] = [e for e in entries if e not in single]
         english = read_word_list(folder / "english.txt")
         rank = {}
         for position, word in enumerate(english):
             rank.setdefault(word, position)
-        return cls(words, rank, frozenset(read_word_list(folder / "cue_words.txt")), phrases)
+        return cls(words, rank, frozenset(read_word_list(folder / "cue_words.txt")), PhraseMatcher(phrases))
 
 
 @lru_cache(maxsize=1)
@@ -97,32 +99,39 @@ def default_dictionaries() -> Dictionaries:
 
 
 class PhraseMatcher:
-    """Marks the tokens covered by any entry, matched as a whole sequence of lower-cased tokens."""
+    """Finds entries as whole sequences of lower-cased tokens, each entry under a tag (a list's
+    category, a dictionary's name), in one pass over a note for all tags.  Entries of several
+    tokens are indexed by their first two, so a common first word ("new", "north") costs little."""
 
-    def __init__(self, entries: Iterable[str]) -> None:
-        index: dict[str, set[tuple[str, ...]]] = {}
-        for entry in entries:
-            tokens = tuple(t.lower() for t in TOKEN.findall(entry))
-            if tokens:
-                index.setdefault(tokens[0], set()).add(tokens)
-        self._index = {k: sorted(v, key=lambda t: (-len(t), t)) for k, v in index.items()}
+    def __init__(self, entries: Mapping[str, Iterable[str]]) -> None:
+        single: dict[str, set[str]] = {}
+        multi: dict[tuple[str, str], set[tuple[tuple[str, ...], str]]] = {}
+        for tag, values in entries.items():
+            for entry in values:
+                tokens = tuple(t.lower() for t in TOKEN.findall(entry))
+                if len(tokens) == 1:
+                    single.setdefault(tokens[0], set()).add(tag)
+                elif tokens:
+                    multi.setdefault(tokens[:2], set()).add((tokens, tag))
+        self._single = {k: sorted(v) for k, v in single.items()}
+        self._multi = {k: sorted(v) for k, v in multi.items()}
 
     def __bool__(self) -> bool:
-        return bool(self._index)
+        return bool(self._single or self._multi)
 
-    def cover(self, lowers: Sequence[str]) -> list[bool]:
-        covered = [False] * len(lowers)
-        n = len(lowers)
-        for i, word in enumerate(lowers):
-            candidates = self._index.get(word)
-            if not candidates:
-                continue
-            for entry in candidates:
-                k = len(entry)
-                if i + k <= n and tuple(lowers[i : i + k]) == entry:
-                    for j in range(i, i + k):
-                        covered[j] = True
-                    break
+    def cover(self, lowers: Sequence[str]) -> dict[str, set[int]]:
+        """Per tag, the positions of the tokens some occurrence of an entry covers."""
+        covered: dict[str, set[int]] = {}
+        for i in [i for i, word in enumerate(lowers) if word in self._single]:
+            for tag in self._single[lowers[i]]:
+                covered.setdefault(tag, set()).add(i)
+        if self._multi:
+            n = len(lowers)
+            for i in [i for i, pair in enumerate(zip(lowers, lowers[1:])) if pair in self._multi]:
+                for entry, tag in self._multi[lowers[i], lowers[i + 1]]:
+                    k = len(entry)
+                    if i + k <= n and tuple(lowers[i : i + k]) == entry:
+                        covered.setdefault(tag, set()).update(range(i, i + k))
         return covered
 
 
@@ -202,12 +211,9 @@ class Tokens:
 
     @classmethod
     def of(cls, text: str) -> Tokens:
-        starts, ends, words = [], [], []
-        for m in TOKEN.finditer(text):
-            starts.append(m.start())
-            ends.append(m.end())
-            words.append(m.group())
-        return cls(starts, ends, words, [w.lower() for w in words])
+        matches = list(TOKEN.finditer(text))
+        words = [m.group() for m in matches]
+        return cls([m.start() for m in matches], [m.end() for m in matches], words, [w.lower() for w in words])
 
     def __len__(self) -> int:
         return len(self.words)
@@ -219,11 +225,10 @@ def section_headings(text: str, starts: Sequence[int]) -> list[str]:
     for m in HEADING.finditer(text):
         positions.append(m.start(1))
         names.append(" ".join(m.group(1).lower().split()[:2]))
-    out = []
-    for s in starts:
-        k = bisect.bisect_right(positions, s) - 1
-        out.append(names[k] if k >= 0 else "none")
-    return out
+    if not names:
+        return ["none"] * len(starts)
+    names.insert(0, "none")  # before the first heading
+    return [names[k] for k in np.searchsorted(positions, starts, side="right").tolist()]
 
 
 def name_tokens(values: Iterable[str]) -> list[str]:
@@ -231,31 +236,55 @@ def name_tokens(values: Iterable[str]) -> list[str]:
 
 
 def ratio_bands(lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
-    """For each distinct word of at least two letters: its band of min d / min(|n|, |w|)."""
+    """For each distinct word of at least two letters within ratio 0.5 of a name: its band of
+    min d / min(|n|, |w|) (seed 003's measure)."""
     if not names:
         return {}
-    words = sorted({w for w in lowers if len(w) >= 2 and w.isalpha()})
+    words = list({w for w in lowers if len(w) >= 2 and w.isalpha()})
     if not words:
         return {}
     distances = process.cdist(words, names, scorer=Levenshtein.distance, dtype=np.int32)
-    wl = np.fromiter((len(w) for w in words), dtype=np.int32, count=len(words))
-    nl = np.fromiter((len(n) for n in names), dtype=np.int32, count=len(names))
+    wl = np.fromiter(map(len, words), dtype=np.int32, count=len(words))
+    nl = np.fromiter(map(len, names), dtype=np.int32, count=len(names))
     ratio = (distances / np.minimum(wl[:, None], nl[None, :])).min(axis=1)
-    bands = {}
-    for word, r in zip(words, ratio):
-        if r == 0:
-            bands[word] = "exact"
-        elif r < 0.2:
-            bands[word] = "lt20"
-        elif r < 0.34:
-            bands[word] = "lt34"
-        elif r < 0.5:
-            bands[word] = "lt50"
-    return bands
+    return {words[k]: ratio_band(ratio[k]) for k in np.flatnonzero(ratio < 0.5).tolist()}
+
+
+def ratio_band(ratio: float) -> str:
+    return "exact" if ratio == 0 else "lt20" if ratio < 0.2 else "lt34" if ratio < 0.34 else "lt50"
+
+
+GROUPS: dict[str, dict[str, int]] = {
+    "word": {"w-2": 0, "w-1": 1, "word": 2, "w+1": 3, "w+2": 4},
+    "pair": {"b-": 0, "b+": 3},
+    "gap": {"before": 0, "after": 1},
+    "chunk": {"chunk": 0},
+    "section": {"section": 0},
+    "extra": {"extra": 0},
+}
+"""How a token's features are put together.  :meth:`FeatureExtractor.slots` gives, per group, a
+list of keys; token i's key for a slot is its group's key at position i + offset, and its features
+are the union over slots of what that key gives (:meth:`FeatureExtractor.slot_features`):
+
+* ``word``: the note's words with two None (the note's edge) on each side; the token itself
+  (``word``), its neighbours (``w-1``, ``w+1``) and the words two away (``w-2``, ``w+2``);
+* ``pair``: the bigrams of the lower-cased words padded with "<s>"/"</s>"; the bigram before the
+  token (``b-``) and after it (``b+``);
+* ``gap``: the text between consecutive tokens, and before the first and after the last; the gap
+  before the token and after it (punctuation touching it, line start, chunk start);
+* ``chunk``: the whitespace-delimited chunk holding the token; ``section``: the heading the token
+  sits under;
+* ``extra``: a tuple of ready-made feature names (phrases, record bands, lists, gazetteers, the
+  rules' neighbouring categories, cue words), empty for most tokens.
+
+Keys repeat across tokens and notes, so the run-time scorer caches, per group and key, the summed
+weights of each slot's features (anonymizer/classifier/model.py), and training expands the same
+keys into feature names: one definition for both."""
+SLOTS: tuple[str, ...] = tuple(slot for slots in GROUPS.values() for slot in slots)
 
 
 class FeatureExtractor:
-    """Turns a note (text + record + configured lists) into one feature list per token."""
+    """Turns a note (text + record + configured lists) into slot keys, and keys into features."""
 
     def __init__(
         self,
@@ -269,12 +298,10 @@ class FeatureExtractor:
         if unknown:
             raise ValueError(f"unknown feature class {min(unknown)!r}")
         self.dictionaries = dictionaries or default_dictionaries()
-        self.lists = {c: PhraseMatcher(v) for c, v in sorted((lists or {}).items()) if v}
-        self.gazetteers = {c: PhraseMatcher(v) for c, v in sorted((gazetteers or {}).items()) if v}
-        self._word_cache: dict[str, tuple[str, ...]] = {}
+        self.lists = PhraseMatcher({c: v for c, v in sorted((lists or {}).items()) if v})
+        self.gazetteers = PhraseMatcher({c: v for c, v in sorted((gazetteers or {}).items()) if v})
+        self._slot_cache: dict[str, dict] = {slot: {} for slot in SLOTS}
         self._dict_cache: dict[str, tuple[str, ...]] = {}
-
-    # -- word-only part, cached per word type -------------------------------------------------
 
     def dict_tags(self, lower: str) -> tuple[str, ...]:
         tags = self._dict_cache.get(lower)
@@ -282,15 +309,139 @@ class FeatureExtractor:
             d = self.dictionaries
             tags = tuple(name for name, words in d.words.items() if lower in words)
             tags += ("eng:" + english_band(d.english_rank.get(lower)),)
-            if len(self._dict_cache) > 500_000:
+            if len(self._dict_cache) > CACHE_LIMIT:
                 self._dict_cache.clear()
             self._dict_cache[lower] = tags
         return tags
 
-    def word_features(self, word: str) -> tuple[str, ...]:
-        feats = self._word_cache.get(word)
-        if feats is not None:
-            return feats
+    # -- keys: what each token's features depend on -------------------------------------------
+
+    def slots(
+        self, text: str, tokens: Tokens, record: PatientRecord | None = None, rule_cats: Sequence[str | None] | None = None
+    ) -> dict[str, list]:
+        """Per group, its keys (see GROUPS; `rule_cats`: per token, the category a rule detector
+        gave it, else None)."""
+        n = len(tokens)
+        c = self.classes
+        words, lowers, starts, ends = tokens.words, tokens.lowers, tokens.starts, tokens.ends
+        out: dict[str, list] = {"word": [None, None, *words, None, None]}
+        if not n:
+            return {}
+        if "window" in c:
+            padded = ["<s>"] * WINDOW + lowers + ["</s>"] * WINDOW
+            out["pair"] = list(zip(padded, padded[1:]))
+        if "ortho" in c:
+            # the note's first token starts a line; the gap before it is the up to 3 characters there
+            out["gap"] = ["\n" + text[max(0, starts[0] - 3) : starts[0]]] + [text[e:s] for e, s in zip(ends, starts[1:])] + [text[ends[-1] : ends[-1] + 3]]
+            chunks = list(CHUNK.finditer(text))
+            k = np.searchsorted(np.fromiter((m.start() for m in chunks), dtype=np.int64, count=len(chunks)), starts, side="right") - 1
+            out["chunk"] = [chunks[j].group() for j in k.tolist()]
+        if "section" in c:
+            out["section"] = section_headings(text, starts)
+        out["extra"] = self._extra(tokens, record, rule_cats)
+        return out
+
+    def _extra(self, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None) -> list[tuple[str, ...]]:
+        """The features of the rarer kinds, as one tuple per token (mostly empty)."""
+        n = len(tokens)
+        c = self.classes
+        lowers = tokens.lowers
+        extra: list[list[str]] = [[] for _ in range(n)]
+
+        def mark(positions: Iterable[int], feature: str) -> None:
+            for i in positions:
+                if 0 <= i < n:
+                    extra[i].append(feature)
+
+        if "dict" in c:
+            for name, covered in sorted(self.dictionaries.phrases.cover(lowers).items()):
+                mark(covered, "dict:phrase:" + name)
+        if "record" in c and record is not None:
+            for kind, names in (("pt", record.names), ("rel", record.relatives)):
+                bands = ratio_bands(lowers, name_tokens(names))
+                if bands:
+                    for i, w in enumerate(lowers):
+                        if w in bands:
+                            extra[i].append(f"record:{kind}=" + bands[w])
+        if "lists" in c:
+            for cat, covered in sorted(self.lists.cover(lowers).items()):
+                mark(covered, "lists:" + cat)
+                mark((i + 1 for i in covered), "lists:-1:" + cat)
+                mark((i - 1 for i in covered), "lists:+1:" + cat)
+        if "gaz" in c:
+            for cat, covered in sorted(self.gazetteers.cover(lowers).items()):
+                mark(covered, "gaz:" + cat)
+        if "rules" in c and rule_cats is not None:
+            flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
+            for j in flagged:
+                mark((j + 1,), "rules:-1:" + rule_cats[j])
+                mark((j - 1,), "rules:+1:" + rule_cats[j])
+            for cat in sorted({rule_cats[j] for j in flagged}):
+                has = np.zeros(n)
+                has[[j for j in flagged if rule_cats[j] == cat]] = 1
+                # tokens with a token of this category within RULE_WINDOW, itself not counted
+                mark(np.flatnonzero(np.convolve(has, NEAR_KERNEL, mode="same") > 0).tolist(), "rules:near:" + cat)
+        if "cue" in c:
+            cues = self.dictionaries.cues
+            for j in [j for j, w in enumerate(lowers) if w in cues]:
+                mark(range(j + 1, j + 1 + CUE_WINDOW), "cue:-" + lowers[j])
+                mark(range(j - CUE_WINDOW, j), "cue:+" + lowers[j])
+        # a feature is binary: a cue word twice in the window counts once
+        return [tuple(dict.fromkeys(x)) if x else () for x in extra]
+
+    # -- features: what each key gives -------------------------------------------------------
+
+    def slot_features(self, slot: str, key: object) -> tuple[str, ...]:
+        """The feature names `key` gives in `slot` (cached: keys repeat across tokens and notes)."""
+        cache = self._slot_cache[slot]
+        feats = cache.get(key)
+        if feats is None:
+            feats = self._expand(slot, key)
+            if len(cache) > CACHE_LIMIT:
+                cache.clear()
+            cache[key] = feats
+        return feats
+
+    def _expand(self, slot: str, key) -> tuple[str, ...]:
+        c = self.classes
+        out: list[str] = []
+        if slot == "word":
+            return self._word(key) if key is not None else ()
+        edge = "<s>" if slot[:2] == "w-" else "</s>"
+        if slot in ("w-1", "w+1"):
+            offset = slot[1:]
+            if "window" in c:
+                out.append(f"window:w{offset}=" + (key.lower() if key is not None else edge))
+            if "ortho" in c:
+                out.append(f"ortho:cap{offset}=" + (capitalisation(key) if key is not None else edge))
+            if "dictctx" in c and key is not None:
+                out += [f"dictctx:{offset}:" + t for t in self.dict_tags(key.lower())]
+        elif slot in ("w-2", "w+2") and "window" in c:
+            out.append(f"window:{slot}=" + (key.lower() if key is not None else edge))
+        elif slot in ("b-", "b+"):
+            out.append(f"window:{slot}=" + "|".join(key))
+        elif slot == "before":
+            pb = key.strip()[-2:]
+            if pb:
+                out.append(("ortho:pb=" if key[-1:] != " " else "ortho:pbs=") + pb)
+            if "\n" in key:
+                out.append("ortho:linestart")
+            # the token starts its whitespace-delimited chunk (the note's first gap ends in "\n")
+            out.append("ortho:chunkpos=" + ("first" if SPACE.fullmatch(key[-1:]) else "inner"))
+        elif slot == "after":
+            pa = key.strip()[:2]
+            if pa:
+                out.append(("ortho:pa=" if key[:1] != " " else "ortho:pas=") + pa)
+        elif slot == "chunk":
+            out.append("ortho:chunk=" + chunk_shape(key))
+        elif slot == "section":
+            out.append("section=" + key)
+        elif slot == "extra":
+            return key
+        return tuple(out)
+
+    def _word(self, word: str) -> tuple[str, ...]:
+        """Features of the token's string alone."""
         lower = word.lower()
         out: list[str] = []
         c = self.classes
@@ -309,129 +460,17 @@ class FeatureExtractor:
             out += ["affix:p2=" + lower[:2], "affix:p3=" + lower[:3], "affix:s2=" + lower[-2:], "affix:s3=" + lower[-3:]]
         if "dict" in c:
             out += ["dict:" + t for t in self.dict_tags(lower)]
-        feats = tuple(out)
-        if len(self._word_cache) > 500_000:
-            self._word_cache.clear()
-        self._word_cache[word] = feats
-        return feats
-
-    # -- context part ----------------------------------------------------------------------------
-
-    def context_features(
-        self, text: str, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None = None
-    ) -> list[list[str]]:
-        """Features that depend on the token's surroundings, the record, the lists and the rules'
-        detections (`rule_cats`: per token, the category a rule detector gave it, else None)."""
-        n = len(tokens)
-        c = self.classes
-        lowers = tokens.lowers
-        words = tokens.words
-        starts, ends = tokens.starts, tokens.ends
-        pad = ["<s>"] * WINDOW
-        padded = pad + lowers + ["</s>"] * WINDOW
-        out: list[list[str]] = [[] for _ in range(n)]
-
-        caps = [capitalisation(w) for w in words] if "ortho" in c else None
-        dict_tags = [self.dict_tags(w) for w in lowers] if "dictctx" in c else None
-        headings = section_headings(text, starts) if "section" in c else None
-        list_cover = {cat: m.cover(lowers) for cat, m in self.lists.items()} if "lists" in c else {}
-        gaz_cover = {cat: m.cover(lowers) for cat, m in self.gazetteers.items()} if "gaz" in c else {}
-        dict_phrase_cover = (
-            {name: m.cover(lowers) for name, m in self.dictionaries.phrases.items()} if "dict" in c else {}
-        )
-        bands: dict[str, str] = {}
-        rel_bands: dict[str, str] = {}
-        if "record" in c and record is not None:
-            bands = ratio_bands(lowers, name_tokens(record.names))
-            rel_bands = ratio_bands(lowers, name_tokens(record.relatives))
-        cues = self.dictionaries.cues
-        chunks: list[tuple[str, int]] = []
-        if caps is not None:
-            spans = [(m.start(), m.end(), m.group()) for m in CHUNK.finditer(text)]
-            k = 0
-            for s in starts:
-                while k < len(spans) and spans[k][1] <= s:
-                    k += 1
-                if k < len(spans) and spans[k][0] <= s:
-                    chunk = spans[k][2]
-                    chunks.append((chunk_shape(chunk), s - spans[k][0]))
-                else:
-                    chunks.append(("", 0))
-
-        for i in range(n):
-            f = out[i]
-            p = i + WINDOW
-            if "window" in c:
-                f.append("window:w-1=" + padded[p - 1])
-                f.append("window:w+1=" + padded[p + 1])
-                f.append("window:w-2=" + padded[p - 2])
-                f.append("window:w+2=" + padded[p + 2])
-                f.append("window:b-=" + padded[p - 2] + "|" + padded[p - 1])
-                f.append("window:b+=" + padded[p + 1] + "|" + padded[p + 2])
-            if caps is not None:
-                before = text[ends[i - 1] if i else max(0, starts[i] - 3) : starts[i]]
-                after = text[ends[i] : starts[i + 1] if i + 1 < n else min(len(text), ends[i] + 3)]
-                pb = before.strip()[-2:]
-                pa = after.strip()[:2]
-                if pb:
-                    f.append(("ortho:pb=" if before[-1:] != " " else "ortho:pbs=") + pb)
-                if pa:
-                    f.append(("ortho:pa=" if after[:1] != " " else "ortho:pas=") + pa)
-                if "\n" in before or i == 0:
-                    f.append("ortho:linestart")
-                cshape, offset = chunks[i]
-                if cshape:
-                    f.append("ortho:chunk=" + cshape)
-                    f.append("ortho:chunkpos=" + ("first" if offset == 0 else "inner"))
-                f.append("ortho:cap-1=" + (caps[i - 1] if i else "<s>"))
-                f.append("ortho:cap+1=" + (caps[i + 1] if i + 1 < n else "</s>"))
-            if headings is not None:
-                f.append("section=" + headings[i])
-            if dict_tags is not None:
-                if i:
-                    f += ["dictctx:-1:" + t for t in dict_tags[i - 1]]
-                if i + 1 < n:
-                    f += ["dictctx:+1:" + t for t in dict_tags[i + 1]]
-            for name, cover in dict_phrase_cover.items():
-                if cover[i]:
-                    f.append("dict:phrase:" + name)
-            if bands or rel_bands:
-                lw = lowers[i]
-                if lw in bands:
-                    f.append("record:pt=" + bands[lw])
-                if lw in rel_bands:
-                    f.append("record:rel=" + rel_bands[lw])
-            for cat, cover in list_cover.items():
-                if cover[i]:
-                    f.append("lists:" + cat)
-                if i and cover[i - 1]:
-                    f.append("lists:-1:" + cat)
-                if i + 1 < n and cover[i + 1]:
-                    f.append("lists:+1:" + cat)
-            for cat, cover in gaz_cover.items():
-                if cover[i]:
-                    f.append("gaz:" + cat)
-            if rule_cats is not None and "rules" in c:
-                if i and rule_cats[i - 1] is not None:
-                    f.append("rules:-1:" + rule_cats[i - 1])
-                if i + 1 < n and rule_cats[i + 1] is not None:
-                    f.append("rules:+1:" + rule_cats[i + 1])
-                near = {rule_cats[j] for j in range(max(0, i - RULE_WINDOW), min(n, i + RULE_WINDOW + 1)) if j != i}
-                f += ["rules:near:" + cat for cat in sorted(near - {None})]
-            if "cue" in c:
-                for j in range(max(0, i - CUE_WINDOW), i):
-                    if lowers[j] in cues:
-                        f.append("cue:-" + lowers[j])
-                for j in range(i + 1, min(n, i + 1 + CUE_WINDOW)):
-                    if lowers[j] in cues:
-                        f.append("cue:+" + lowers[j])
-        return out
+        return tuple(out)
 
     def features(
         self, text: str, record: PatientRecord | None = None, tokens: Tokens | None = None,
         rule_cats: Sequence[str | None] | None = None,
     ) -> tuple[Tokens, list[list[str]]]:
-        """All features of every token of `text` (word-only ones first)."""
+        """All feature names of every token of `text` (for training and inspection)."""
         tokens = tokens or Tokens.of(text)
-        context = self.context_features(text, tokens, record, rule_cats)
-        return tokens, [list(self.word_features(w)) + ctx for w, ctx in zip(tokens.words, context)]
+        out: list[list[str]] = [[] for _ in range(len(tokens))]
+        for group, keys in self.slots(text, tokens, record, rule_cats).items():
+            for slot, offset in GROUPS[group].items():
+                for feats, key in zip(out, keys[offset:]):
+                    feats += self.slot_features(slot, key)
+        return tokens, out

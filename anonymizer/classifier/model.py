@@ -10,8 +10,8 @@ A model file is gzipped JSON (no pickle: loading it runs no code)::
 
 A token's decision value for a class is the intercept plus the sum of the weights of its active
 (binary) features - exactly what scikit-learn's ``decision_function`` computes for the fitted
-``LinearSVC`` (tests/test_classifier.py checks it).  The sum over the word-only features is cached
-per word type.
+``LinearSVC`` (tests/test_classifier.py checks it).  The sums are cached per feature slot and key
+(see :class:`SvmDetector`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from anonymizer.classifier import postprocess
-from anonymizer.classifier.features import FeatureExtractor, Tokens
+from anonymizer.classifier.features import GROUPS, FeatureExtractor, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
@@ -35,7 +35,7 @@ from anonymizer.spans import Span
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
-NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
+CACHE_KEYS = 200_000  # cached keys before the cache starts again (at most about 70 MB)
 
 
 class Head:
@@ -46,50 +46,21 @@ class Head:
         self.intercept: list[float] = [float(v) for v in data["intercept"]]
         self.weights: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in data["weights"].items()}
         self.width = len(self.intercept)
-        self._zero = [0.0] * self.width
-        # the same weights as a matrix, for scoring a whole note at once
-        self.index: dict[str, int] = {f: j for j, f in enumerate(self.weights)}
-        self.matrix = np.array(list(self.weights.values()), dtype=np.float64).reshape(len(self.weights), self.width)
-        self.bias = np.array(self.intercept, dtype=np.float64)
-
-    def partial(self, features: Sequence[str]) -> list[float]:
-        total = list(self._zero)
-        weights = self.weights
-        for f in features:
-            w = weights.get(f)
-            if w is not None:
-                for k in range(self.width):
-                    total[k] += w[k]
-        return total
 
     def decision(self, features: Sequence[str]) -> list[float]:
         """scikit-learn's decision_function for one example (1 value for a binary head)."""
-        partial = self.partial(features)
-        return [b + p for b, p in zip(self.intercept, partial)]
-
-    def word_vector(self, features: Sequence[str]) -> np.ndarray:
-        ids = [j for j in map(self.index.get, features) if j is not None]
-        return self.matrix[ids].sum(axis=0) if ids else np.zeros(self.width)
-
-    def batch(self, word_vectors: np.ndarray, contexts: Sequence[Sequence[str]]) -> np.ndarray:
-        """Decision values of a note's tokens (rows): intercept + cached word part + context part."""
-        index = self.index
-        ids: list[int] = []
-        owners: list[int] = []
-        for t, ctx in enumerate(contexts):
-            for f in ctx:
-                j = index.get(f)
-                if j is not None:
-                    ids.append(j)
-                    owners.append(t)
-        out = word_vectors + self.bias
-        if ids:
-            np.add.at(out, np.array(owners), self.matrix[np.array(ids)])
-        return out
+        total = list(self.intercept)
+        for w in filter(None, map(self.weights.get, features)):
+            for k in range(self.width):
+                total[k] += w[k]
+        return total
 
 
 class Model:
-    """A loaded model file: heads, threshold, gazetteers, the feature configuration."""
+    """A loaded model file: heads, threshold, gazetteers, the feature configuration.
+
+    The heads' weights are also kept side by side (``phi`` columns, then ``category`` ones), so a
+    token's decision values for every head come from one sum."""
 
     def __init__(self, data: Mapping, digest: str = "") -> None:
         if data.get("format") != FORMAT:
@@ -105,6 +76,15 @@ class Model:
         self.category = Head(data["heads"]["category"]) if "category" in data["heads"] else None
         self.card: dict = dict(data.get("card", {}))
         self.postprocess: dict = dict(data.get("postprocess", {}))
+        heads = [self.phi] + ([self.category] if self.category is not None else [])
+        self.width = sum(h.width for h in heads)
+        self.bias = np.array([b for h in heads for b in h.intercept])
+        self.weights: dict[str, np.ndarray] = {}
+        offset = 0
+        for head in heads:
+            for feature, w in head.weights.items():
+                self.weights.setdefault(feature, np.zeros(self.width))[offset : offset + head.width] = w
+            offset += head.width
 
     @classmethod
     def load(cls, path: str | Path) -> Model:
@@ -119,30 +99,46 @@ class Model:
             raise ConfigError(f"classifier.model: {path} is not a gzipped JSON model") from None
         return cls(data, hashlib.sha256(raw).hexdigest())
 
-    def score_note(self, words: Sequence[str], contexts: Sequence[Sequence[str]], word_part) -> tuple[list[float], list[str]]:
-        """(PHI score, category) of each token; `word_part(word)` gives the cached word vectors."""
-        if not words:
+    def weight_sum(self, features: Iterable[str]) -> np.ndarray:
+        """The summed weights (all heads) of these features; no intercept."""
+        total = np.zeros(self.width)
+        for w in filter(lambda w: w is not None, map(self.weights.get, features)):
+            total += w
+        return total
+
+    def decide(self, values: np.ndarray) -> tuple[list[float], list[str]]:
+        """(PHI score, category) of each row of decision values (intercepts included)."""
+        if not len(values):
             return [], []
-        parts = [word_part(w) for w in words]
-        phi = self.phi.batch(np.array([p[0] for p in parts]), contexts)
+        phi = values[:, : self.phi.width]
         if self.mode == "binary":
             scores = phi[:, 0]
             if self.category is None:
-                return scores.tolist(), ["NAME"] * len(words)
-            cat = self.category.batch(np.array([p[1] for p in parts]), contexts)
-            return scores.tolist(), [self.category.classes[k] for k in cat.argmax(axis=1)]
+                return scores.tolist(), ["NAME"] * len(values)
+            best = values[:, self.phi.width :].argmax(axis=1)
+            return scores.tolist(), [self.category.classes[k] for k in best]
         classes = self.phi.classes
         phi_cols = [k for k, c in enumerate(classes) if c != "O"]
         sub = phi[:, phi_cols]
         best = sub.argmax(axis=1)
-        scores = sub[np.arange(len(words)), best]
+        scores = sub[np.arange(len(values)), best]
         if self.score_kind == "margin" and "O" in classes:
             scores = scores - phi[:, classes.index("O")]
         return scores.tolist(), [classes[phi_cols[k]] for k in best]
 
+    def score_rows(self, rows: Sequence[Iterable[str]]) -> tuple[list[float], list[str]]:
+        """(PHI score, category) of tokens given as feature names (cross-validation's path)."""
+        values = np.array([self.bias + self.weight_sum(row) for row in rows]).reshape(len(rows), self.width)
+        return self.decide(values)
+
 
 class SvmDetector:
-    """Scores the tokens the rule detectors left and flags those above the threshold (name "svm")."""
+    """Scores the tokens the rule detectors left and flags those above the threshold (name "svm").
+
+    A token's decision values are the intercepts plus, for each feature slot, the summed weights
+    of the features its key gives (features.GROUPS).  Those sums are cached per group and key, one
+    row of slot vectors per key, so scoring a note is one dictionary lookup per key and a few
+    numpy gathers."""
 
     name = "svm"
 
@@ -151,26 +147,48 @@ class SvmDetector:
         self.threshold = model.threshold if threshold is None else float(threshold)
         self.digest = f"{model.digest}:{self.threshold!r}"
         self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
-        self._word_parts: dict[str, tuple[list[float], list[float]]] = {}
+        self._reset()
 
-    def _word_part(self, word: str) -> tuple[np.ndarray, np.ndarray | None]:
-        part = self._word_parts.get(word)
-        if part is None:
-            feats = self.extractor.word_features(word)
-            cat = self.model.category.word_vector(feats) if self.model.category is not None else None
-            part = (self.model.phi.word_vector(feats), cat)
-            if len(self._word_parts) > 300_000:
-                self._word_parts.clear()
-            self._word_parts[word] = part
-        return part
+    def _reset(self) -> None:
+        self._rows: dict[str, dict] = {group: {} for group in GROUPS}
+        self._sums = {group: np.zeros((256, len(slots), self.model.width)) for group, slots in GROUPS.items()}
+        self._cached = 0
+
+    def _add(self, group: str, key: object) -> int:
+        rows = self._rows[group]
+        row = rows.get(key)  # the same key may occur twice in a note
+        if row is None:
+            row = rows[key] = len(rows)
+            if row == len(self._sums[group]):
+                self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])])
+            for k, slot in enumerate(GROUPS[group]):
+                self._sums[group][row, k] = self.model.weight_sum(self.extractor.slot_features(slot, key))
+            self._cached += 1
+        return row
+
+    def values(self, slots: Mapping[str, list]) -> np.ndarray:
+        """Decision values (intercepts included) of every token, one row per token."""
+        if self._cached > CACHE_KEYS:  # keep memory flat on an endless vocabulary
+            self._reset()
+        n = len(slots["word"]) - 4 if slots else 0
+        out = np.tile(self.model.bias, (n, 1))
+        for group, keys in slots.items():
+            found = list(map(self._rows[group].get, keys))
+            if None in found:
+                found = [r if r is not None else self._add(group, k) for r, k in zip(found, keys)]
+            ids = np.array(found, dtype=np.intp)
+            sums = self._sums[group]
+            for k, offset in enumerate(GROUPS[group].values()):
+                out += sums[ids[offset : offset + n], k]
+        return out
 
     def score_tokens(
         self, text: str, record: PatientRecord | None, tokens: Tokens | None = None, rule_spans: Sequence[Span] = ()
     ) -> tuple[Tokens, list[tuple[float, str]]]:
         """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
-        context = self.extractor.context_features(text, tokens, record, _covered(tokens, rule_spans))
-        scores, categories = self.model.score_note(tokens.words, context, self._word_part)
+        slots = self.extractor.slots(text, tokens, record, _covered(tokens, rule_spans))
+        scores, categories = self.model.decide(self.values(slots))
         return tokens, list(zip(scores, categories))
 
     def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> NoteAnalysis:
@@ -182,15 +200,14 @@ class SvmDetector:
         flagged: list[str | None] = list(rule_cats)
         spans: list[Span] = []
         if n:
-            context = self.extractor.context_features(text, tokens, record, rule_cats)
+            values, cats = self.model.decide(self.values(self.extractor.slots(text, tokens, record, rule_cats)))
             threshold = self.threshold
-            todo = [i for i in range(n) if rule_cats[i] is None]
-            values, cats = self.model.score_note([tokens.words[i] for i in todo], [context[i] for i in todo], self._word_part)
-            for i, score, category in zip(todo, values, cats):
-                scores[i] = score
-                if score > threshold:
-                    flagged[i] = category
-                    spans.append(Span(tokens.starts[i], tokens.ends[i], category, "svm"))
+            for i in range(n):
+                if rule_cats[i] is None:
+                    scores[i] = values[i]
+                    if values[i] > threshold:
+                        flagged[i] = cats[i]
+                        spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
             post = self.model.postprocess
             additions: dict[int, tuple[str, str]] = {}
             if post.get("extend_names"):

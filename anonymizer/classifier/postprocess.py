@@ -56,13 +56,15 @@ def _gap(text: str, tokens: Tokens, left: int) -> str:
 
 def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
     d = dictionaries or default_dictionaries()
-    letters = [ch for ch in text if ch.isalpha()]
-    all_caps = bool(letters) and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
+    all_caps = None  # worked out for the notes that have a flagged name only
     added: dict[int, str] = {}
     n = len(tokens)
     for i, category in enumerate(flagged):
         if category not in NAME_CATEGORIES:
             continue
+        if all_caps is None:
+            letters = [ch for ch in text if ch.isalpha()]
+            all_caps = bool(letters) and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added:

@@ -151,7 +151,7 @@ def learn_gazetteers(notes: Iterable[NoteData]) -> dict[str, list[str]]:
 
 def gazetteer_features(notes: Sequence[NoteData], gazetteers: Mapping[str, Sequence[str]]) -> list[list[list[str]]]:
     extractor = FeatureExtractor(gazetteers=gazetteers, classes=("gaz",))
-    return [extractor.context_features(n.note.text, n.tokens, None) for n in notes]
+    return [extractor.features(n.note.text, None, n.tokens)[1] for n in notes]
 
 
 def cross_fitted_gazetteers(notes: Sequence[NoteData], folds: int = GAZ_INNER_FOLDS) -> list[list[list[str]]]:
