@@ -221,7 +221,8 @@ def _score_classifier(corpus: Corpus, classifier, rules: Predict | None) -> Coun
             found = [classifier(n.text, record, r) for n, r in zip(notes, rule_spans)]
         for note, r, f in zip(notes, rule_spans, found):
             starts, ends = tokenize(note.text)
-            counts.add(note, overlap_mask(starts, ends, note.spans), spans_to_pred(starts, ends, list(r) + list(f)), starts, ends)
+            spans = classifier.combine(r, f) if hasattr(classifier, "combine") else list(r) + list(f)
+            counts.add(note, overlap_mask(starts, ends, note.spans), spans_to_pred(starts, ends, spans), starts, ends)
     return counts
 
 
@@ -264,7 +265,7 @@ def run_evaluation(corpus: Corpus, pipeline=None, cv: int = 0, options=None, tim
         from anonymizer.classifier.train import TrainingOptions, build_dataset
 
         options = options or TrainingOptions()
-        dataset = build_dataset([corpus], options.feature_classes, rules)
+        dataset = build_dataset([corpus], options.feature_classes, rules, options.confirm)
         result = cross_validate(dataset, options, folds=cv, rules=rules)
         summary = result.summary()
         report.update({"cv": cv, "threshold": summary["threshold"], "rows": summary["rows"],
@@ -318,11 +319,12 @@ class CVResult:
     notes: list  # NoteData
     scores: list[np.ndarray]  # per note: classifier decision value per token
     categories: list[list[str]]  # per note: classifier category per token
-    rule_pred: list[list[str | None]]  # per note: rules' category per token (None = not flagged)
+    rule_pred: list[list[str | None]]  # per note: category per token of the rules that stand alone (None = not flagged)
     fold_of_note: list[int]
     seconds: dict[str, float] = field(default_factory=dict)
 
     post: dict = field(default_factory=dict)  # the recall heuristics (TrainingOptions.postprocess)
+    all_rules: list[list[str | None]] | None = None  # the same for every rule, the weak ones too (row "rules")
 
     def predictions(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> list[list[str | None]]:
         """Per note and token: the category predicted by "rules", "classifier" or "union", else None.
@@ -338,7 +340,7 @@ class CVResult:
         for k, data in enumerate(self.notes):
             rules = self.rule_pred[k] if which != "classifier" else [None] * len(data.tokens)
             if which == "rules":
-                out.append(list(rules))
+                out.append(list((self.all_rules or self.rule_pred)[k]))
                 continue
             flagged = [r if r is not None else (c if s > th else None) for r, s, c in zip(rules, self.scores[k], self.categories[k])]
             additions: dict[int, str] = {}
@@ -402,18 +404,20 @@ class CVResult:
         }
 
 
-def rule_predictions(notes: Sequence, rules: Predict | None) -> list[list[str | None]]:
-    out = []
+def rule_predictions(notes: Sequence, rules: Predict | None, confirm: frozenset[str] = frozenset()) -> tuple[list, list]:
+    """Per note and token, the rules' category (None: not flagged): of all rules, and of the rules
+    that stand without the classifier's confirmation (:func:`~anonymizer.classifier.model.strong_spans`)."""
+    from anonymizer.classifier.model import strong_spans
+
+    every, strong = [], []
     for data in notes:
-        if rules is None:
-            out.append([None] * len(data.tokens))
-            continue
-        spans = rules(data.note.text, data.record)
-        out.append(spans_to_pred(data.tokens.starts, data.tokens.ends, spans))
-    return out
+        spans = rules(data.note.text, data.record) if rules is not None else []
+        every.append(spans_to_pred(data.tokens.starts, data.tokens.ends, spans))
+        strong.append(spans_to_pred(data.tokens.starts, data.tokens.ends, strong_spans(spans, confirm)))
+    return every, strong
 
 
-def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None = None, rule_pred=None) -> CVResult:
+def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None = None) -> CVResult:
     """K-fold cross-validation grouped by patient (scikit-learn's GroupKFold: deterministic).
 
     `dataset` is a :class:`anonymizer.classifier.train.Dataset`.  Each fold trains with
@@ -422,7 +426,7 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
     """
     from sklearn.model_selection import GroupKFold
 
-    from anonymizer.classifier.model import Model
+    from anonymizer.classifier.model import WEAK, Model
     from anonymizer.classifier.train import TrainingOptions, fit, gazetteer_features
 
     options = options or TrainingOptions()
@@ -450,13 +454,13 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
             fold_of_note[i] = fold
         seconds["fit"] += t1 - t0
         seconds["score"] += time.perf_counter() - t1
-    if rule_pred is None:
-        if rules is None and all(n.rule_cats is not None for n in notes):
-            rule_pred = [list(n.rule_cats) for n in notes]
-        else:
-            rule_pred = rule_predictions(notes, rules)
-    return CVResult(folds, options.threshold, notes, scores, categories, rule_pred, fold_of_note,
-                    {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess))
+    if rules is None and all(n.rule_cats is not None for n in notes):  # the rules the dataset was built with
+        every = [[c.rstrip(WEAK) if c else None for c in n.rule_cats] for n in notes]
+        strong = [[None if c and c.endswith(WEAK) else c for c in n.rule_cats] for n in notes]
+    else:
+        every, strong = rule_predictions(notes, rules, frozenset(options.confirm))
+    return CVResult(folds, options.threshold, notes, scores, categories, strong, fold_of_note,
+                    {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess), every)
 
 
 def _feature_class(feature: str) -> str:

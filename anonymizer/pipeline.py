@@ -27,13 +27,16 @@ from anonymizer.spans import MergedSpan, Span, union
 log = logging.getLogger(__name__)
 
 class Classifier(Protocol):
-    """Labels what the rules left; it sees their spans to skip (and use as context) what they found."""
+    """Labels what the rules left; it sees their spans to skip (and use as context) what they found,
+    and decides which spans of the weak rules stand (`combine`)."""
 
     name: str
 
     def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span]) -> list[Span]: ...
 
     def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]: ...
+
+    def combine(self, rule_spans: Sequence[Span], own: Sequence[Span]) -> list[Span]: ...
 
 DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
 
@@ -64,7 +67,7 @@ class Pipeline:
     def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
         spans = self.rule_spans(text, record)
         if self.classifier is not None:
-            spans += self.classifier(text, record, spans)
+            spans = self.classifier.combine(spans, self.classifier(text, record, spans))
         return spans
 
     def source_digest(self, text: str, record: PatientRecord) -> str:
@@ -96,14 +99,15 @@ def anonymize_patient(record: PatientRecord, notes: Iterable[Note], pipeline: Pi
 
 
 def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], found: list) -> None:
-    """Add the classifier's spans to each note's rule spans, in place; a failure fails its note only."""
+    """Add the classifier's spans to each note's rule spans (less the weak rule spans it does not
+    confirm), in place; a failure fails its note only."""
     ok = [i for i, spans in enumerate(found) if not isinstance(spans, Exception)]
     try:
         extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
     except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
         extra = [_attempt(classifier, notes[i].text, record, found[i]) for i in ok]
     for i, spans in zip(ok, extra):
-        found[i] = spans if isinstance(spans, Exception) else found[i] + spans
+        found[i] = spans if isinstance(spans, Exception) else classifier.combine(found[i], spans)
 
 
 def _attempt(function: Callable, *args: object) -> object:

@@ -15,6 +15,7 @@ from anonymizer.classifier.model import (
     DEFAULT_MODEL,
     Model,
     SvmDetector,
+    _covered,
     load_detector,
     load_model,
 )
@@ -136,6 +137,20 @@ def test_detector_scores_only_what_the_rules_left_and_unions(tmp_path, corpus):
     covered = {text[m.start:m.end] for m in merged}
     assert "Kowalski" in covered and "Lisa" in covered
     assert any("lists:doctor" in m.sources for m in merged)
+
+
+def test_weak_rule_spans_stand_only_where_the_classifier_agrees(tmp_path, corpus):
+    train([corpus], tmp_path / "m.json.gz", TrainingOptions(c=0.5, threshold=0.0))
+    detector = SvmDetector(Model.load(tmp_path / "m.json.gz"), corpus.lists)
+    assert "regex:date_dm_numeric" in detector.model.confirm
+    text = "PEEP 5/10 per Dr Kowalski"
+    weak = Span(5, 9, "DATE", "regex", "date_dm_numeric")
+    strong = Span(text.index("Kowalski"), len(text), "DOCTOR", "lists", "doctor")
+    # the weak span's tokens are scored, marked as such; the strong span's are not
+    assert _covered(Tokens.of(text), [weak, strong], detector.model.confirm) == [None, "DATE?", "DATE?", None, None, "DOCTOR"]
+    agrees = [Span(7, 9, "DATE", "svm")]
+    assert detector.combine([weak, strong], agrees) == [weak, strong] + agrees
+    assert detector.combine([weak, strong], []) == [strong]
 
 
 def test_patient_propagation_hook(tmp_path, corpus):

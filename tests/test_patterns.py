@@ -19,6 +19,7 @@ from anonymizer.detectors.patterns import (
     ContextException,
     PatternDetector,
     PatternTimeout,
+    Precheck,
     Rule,
     expand,
     load_rules,
@@ -112,6 +113,28 @@ def test_date_pattern_finds_every_date_of_the_cases(detector: PatternDetector, r
             start = text.index(value)
             found = [m for m in detector.date_pattern.finditer(text) if m.start() <= start < m.end()]
             assert found and found[0].lastgroup in date_rules, expected
+
+
+def holds(check: Precheck, text: str) -> bool:
+    if check.pattern is not None:
+        return check.pattern.search(text) is not None
+    return any(literal in text.lower() for literal in check.literals)
+
+
+def test_the_prechecks_hold_wherever_their_rule_matches(rules: list[Rule]) -> None:
+    """A precheck is declared, not derived: a wrong one would silently lose matches."""
+    texts = [case["text"] for case in CASES["case"] + CASES["known_failure"]]
+    assert any(rule.prechecks for rule in rules)
+    for rule in rules:
+        for text in filter(rule.pattern.search, texts):
+            assert all(holds(check, text) for check in rule.prechecks), (rule.name, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'abcjmnoprstwyAMS\n")), max_size=80))
+def test_the_prechecks_change_no_span(detector: PatternDetector, rules: list[Rule], text: str) -> None:
+    unchecked = PatternDetector([dataclasses.replace(r, prechecks=()) for r in rules])
+    assert detector(text, RECORD) == unchecked(text, RECORD)
 
 
 def test_a_valid_nric_is_explained_by_the_checksum_rule_alone(detector: PatternDetector) -> None:

@@ -68,7 +68,7 @@ class Dictionaries:
     words: Mapping[str, frozenset[str]]  # single-word entries per dictionary
     english_rank: Mapping[str, int]
     cues: frozenset[str]
-    phrases: PhraseMatcher = field(default_factory=lambda: PhraseMatcher({}))  # multi-word entries, by dictionary
+    phrases: Mapping[str, Sequence[str]] = field(default_factory=dict)  # multi-word entries, by dictionary
 
     @classmethod
     def load(cls, folder: Path = DATA) -> Dictionaries:
@@ -90,7 +90,7 @@ class Dictionaries:
         rank = {}
         for position, word in enumerate(english):
             rank.setdefault(word, position)
-        return cls(words, rank, frozenset(read_word_list(folder / "cue_words.txt")), PhraseMatcher(phrases))
+        return cls(words, rank, frozenset(read_word_list(folder / "cue_words.txt")), phrases)
 
 
 @lru_cache(maxsize=1)
@@ -298,8 +298,15 @@ class FeatureExtractor:
         if unknown:
             raise ValueError(f"unknown feature class {min(unknown)!r}")
         self.dictionaries = dictionaries or default_dictionaries()
-        self.lists = PhraseMatcher({c: v for c, v in sorted((lists or {}).items()) if v})
-        self.gazetteers = PhraseMatcher({c: v for c, v in sorted((gazetteers or {}).items()) if v})
+        # the dictionaries' phrases, the configured lists and the gazetteers, found in one pass,
+        # each under the feature it gives
+        phrases: dict[str, Sequence[str]] = {}
+        for cls_, prefix, entries in (("dict", "dict:phrase:", self.dictionaries.phrases), ("lists", "lists:", lists or {}),
+                                      ("gaz", "gaz:", gazetteers or {})):
+            if cls_ in self.classes:
+                phrases.update({prefix + tag: v for tag, v in sorted(entries.items()) if v})
+        self.phrases = PhraseMatcher(phrases)
+        self._bands: dict[tuple[str, ...], dict[str, str]] = {}  # per record's names: word -> band ("" for none)
         self._slot_cache: dict[str, dict] = {slot: {} for slot in SLOTS}
         self._dict_cache: dict[str, tuple[str, ...]] = {}
 
@@ -353,27 +360,22 @@ class FeatureExtractor:
                 if 0 <= i < n:
                     extra[i].append(feature)
 
-        if "dict" in c:
-            for name, covered in sorted(self.dictionaries.phrases.cover(lowers).items()):
-                mark(covered, "dict:phrase:" + name)
+        for feature, covered in sorted(self.phrases.cover(lowers).items()):
+            mark(covered, feature)
+            if feature.startswith("lists:"):  # a list entry marks its neighbours too
+                mark((i + 1 for i in covered), "lists:-1:" + feature[6:])
+                mark((i - 1 for i in covered), "lists:+1:" + feature[6:])
         if "record" in c and record is not None:
             for kind, names in (("pt", record.names), ("rel", record.relatives)):
-                bands = ratio_bands(lowers, name_tokens(names))
+                bands = self._record_bands(lowers, names)
                 if bands:
                     for i, w in enumerate(lowers):
                         if w in bands:
                             extra[i].append(f"record:{kind}=" + bands[w])
-        if "lists" in c:
-            for cat, covered in sorted(self.lists.cover(lowers).items()):
-                mark(covered, "lists:" + cat)
-                mark((i + 1 for i in covered), "lists:-1:" + cat)
-                mark((i - 1 for i in covered), "lists:+1:" + cat)
-        if "gaz" in c:
-            for cat, covered in sorted(self.gazetteers.cover(lowers).items()):
-                mark(covered, "gaz:" + cat)
         if "rules" in c and rule_cats is not None:
             flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
             for j in flagged:
+                mark((j,), "rules:self:" + rule_cats[j])
                 mark((j + 1,), "rules:-1:" + rule_cats[j])
                 mark((j - 1,), "rules:+1:" + rule_cats[j])
             for cat in sorted({rule_cats[j] for j in flagged}):
@@ -388,6 +390,23 @@ class FeatureExtractor:
                 mark(range(j - CUE_WINDOW, j), "cue:+" + lowers[j])
         # a feature is binary: a cue word twice in the window counts once
         return [tuple(dict.fromkeys(x)) if x else () for x in extra]
+
+    def _record_bands(self, lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
+        """:func:`ratio_bands` of the note's words, remembered across the notes of one record
+        (a patient's notes repeat their words; the run gives a patient's notes in a row)."""
+        if not names:
+            return {}
+        key = tuple(names)
+        known = self._bands.get(key)
+        if known is None:
+            if len(self._bands) > 16:  # the run moves on patient by patient: old ones are done
+                self._bands.clear()
+            known = self._bands[key] = {}
+        new = {w for w in lowers if w not in known}
+        if new:
+            found = ratio_bands(list(new), name_tokens(names))
+            known.update((w, found.get(w, "")) for w in new)
+        return {w: known[w] for w in lowers if known[w]}
 
     # -- features: what each key gives -------------------------------------------------------
 

@@ -35,6 +35,7 @@ from anonymizer.spans import Span
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
+WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 CACHE_KEYS = 200_000  # cached keys before the cache starts again (at most about 70 MB)
 
 
@@ -76,14 +77,20 @@ class Model:
         self.category = Head(data["heads"]["category"]) if "category" in data["heads"] else None
         self.card: dict = dict(data.get("card", {}))
         self.postprocess: dict = dict(data.get("postprocess", {}))
+        # rule spans (by source, e.g. "regex:date_dm_numeric") kept only where the classifier agrees
+        self.confirm: frozenset[str] = frozenset(data.get("confirm", ()))
         heads = [self.phi] + ([self.category] if self.category is not None else [])
         self.width = sum(h.width for h in heads)
         self.bias = np.array([b for h in heads for b in h.intercept])
-        self.weights: dict[str, np.ndarray] = {}
+        self.index: dict[str, int] = {}  # feature -> row of `matrix`
+        for head in heads:
+            for feature in head.weights:
+                self.index.setdefault(feature, len(self.index))
+        self.matrix = np.zeros((len(self.index), self.width))
         offset = 0
         for head in heads:
             for feature, w in head.weights.items():
-                self.weights.setdefault(feature, np.zeros(self.width))[offset : offset + head.width] = w
+                self.matrix[self.index[feature], offset : offset + head.width] = w
             offset += head.width
 
     @classmethod
@@ -101,10 +108,8 @@ class Model:
 
     def weight_sum(self, features: Iterable[str]) -> np.ndarray:
         """The summed weights (all heads) of these features; no intercept."""
-        total = np.zeros(self.width)
-        for w in filter(lambda w: w is not None, map(self.weights.get, features)):
-            total += w
-        return total
+        rows = [j for j in map(self.index.get, features) if j is not None]
+        return self.matrix[rows].sum(axis=0) if rows else np.zeros(self.width)
 
     def decide(self, values: np.ndarray) -> tuple[list[float], list[str]]:
         """(PHI score, category) of each row of decision values (intercepts included)."""
@@ -187,7 +192,7 @@ class SvmDetector:
     ) -> tuple[Tokens, list[tuple[float, str]]]:
         """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
-        slots = self.extractor.slots(text, tokens, record, _covered(tokens, rule_spans))
+        slots = self.extractor.slots(text, tokens, record, _covered(tokens, rule_spans, self.model.confirm))
         scores, categories = self.model.decide(self.values(slots))
         return tokens, list(zip(scores, categories))
 
@@ -195,15 +200,15 @@ class SvmDetector:
         """Score the tokens the rules left, apply the threshold and the per-note recall heuristics."""
         tokens = Tokens.of(text)
         n = len(tokens)
-        rule_cats = _covered(tokens, rule_spans)
+        rule_cats = _covered(tokens, rule_spans, self.model.confirm)
         scores = [float("-inf")] * n
-        flagged: list[str | None] = list(rule_cats)
+        flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
         spans: list[Span] = []
         if n:
             values, cats = self.model.decide(self.values(self.extractor.slots(text, tokens, record, rule_cats)))
             threshold = self.threshold
             for i in range(n):
-                if rule_cats[i] is None:
+                if flagged[i] is None:
                     scores[i] = values[i]
                     if values[i] > threshold:
                         flagged[i] = cats[i]
@@ -227,6 +232,13 @@ class SvmDetector:
     def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> list[Span]:
         """Spans for the tokens the rule spans did not cover whose score is above the threshold."""
         return self.analyse(text, record, rule_spans).spans
+
+    def combine(self, rule_spans: Sequence[Span], own: Sequence[Span]) -> list[Span]:
+        """A note's spans: the rule spans and the classifier's own, less the spans of the rules the
+        model must confirm (its ``confirm`` list: weak patterns such as a day/month without a year,
+        which also match ranges and ratios) that none of its own spans overlaps."""
+        kept = [s for s in rule_spans if s.source not in self.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
+        return kept + list(own)
 
     def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]:
         """The classifier's spans for all of one patient's notes, given each note's rule spans.
@@ -253,22 +265,31 @@ class NoteAnalysis:
     spans: list[Span]  # the classifier's spans (threshold and per-note heuristics applied)
 
 
-def _covered(tokens: Tokens, spans: Sequence[Span]) -> list[str | None]:
-    """Per token: the category of a rule span overlapping it (highest priority), else None."""
+def strong_spans(spans: Iterable[Span], confirm: frozenset[str]) -> list[Span]:
+    """The rule spans that stand without the classifier: all but those of the `confirm` rules."""
+    return [s for s in spans if s.source not in confirm]
+
+
+def _covered(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
+    """Per token: the category of a rule span overlapping it (highest priority), else None.  A
+    token only spans of the `confirm` rules cover gets their category marked weak ("DATE?"): the
+    classifier scores it, with that as a feature."""
     import bisect
 
     from anonymizer.spans import CATEGORIES
 
     rank = {c: k for k, c in enumerate(CATEGORIES)}
     covered: list[str | None] = [None] * len(tokens)
+    weak: list[str | None] = [None] * len(tokens)
     for span in spans:
+        into = weak if span.source in confirm else covered
         i = bisect.bisect_right(tokens.ends, span.start)
         while i < len(tokens) and tokens.starts[i] < span.end:
-            old = covered[i]
+            old = into[i]
             if old is None or rank.get(span.category, 99) < rank.get(old, 99):
-                covered[i] = span.category
+                into[i] = span.category
             i += 1
-    return covered
+    return [c if c is not None or w is None else w + WEAK for c, w in zip(covered, weak)]
 
 
 @lru_cache(maxsize=4)

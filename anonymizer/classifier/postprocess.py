@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import regex
+
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
@@ -26,6 +28,7 @@ PLACE_CONNECTORS = frozenset({"of", "memorial", "general", "university", "medica
 RELATIVE_CUES = frozenset({"son", "daughter", "dtr", "wife", "husband", "spouse", "partner", "friend", "mother", "mom",
                            "father", "dad", "brother", "sister", "niece", "nephew", "aunt", "uncle", "grandson",
                            "granddaughter", "cousin", "fiance", "fiancee", "sons", "daughters"})
+LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
 
 
@@ -63,8 +66,8 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         if category not in NAME_CATEGORIES:
             continue
         if all_caps is None:
-            letters = [ch for ch in text if ch.isalpha()]
-            all_caps = bool(letters) and sum(ch.isupper() for ch in letters) > 0.8 * len(letters)
+            letters = len(LETTER.findall(text))
+            all_caps = letters > 0 and len(UPPER.findall(text)) > 0.8 * letters
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added:

@@ -45,8 +45,10 @@ from anonymizer.record import PatientRecord
 FORMAT = "anonymizer-svm/1"
 GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
 DEFAULT_C = 0.2
-DEFAULT_THRESHOLD = -0.8  # the cross-validated point where the union's recall reaches 0.97 (docs/classifier.md)
+DEFAULT_THRESHOLD = -0.7  # the highest-recall cross-validated point better than deid.pl on both (docs/classifier.md)
 GAZ_INNER_FOLDS = 5
+CONFIRM = ("regex:date_dm_numeric", "regex:date_md_numeric", "regex:date_dmy_numeric", "regex:date_mdy_numeric",
+           "regex:date_my_numeric")
 
 
 @dataclass
@@ -63,6 +65,9 @@ class TrainingOptions:
     # recall heuristics run after the classifier (see postprocess.py; docs/classifier.md measures them)
     postprocess: dict = field(default_factory=lambda: {"extend_names": True, "relative_cues": True, "propagate": 0.0})
     score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
+    # rules whose spans stand only where the classifier flags the token too (docs/classifier.md):
+    # numeric dates without a month name also match ranges, ratios and settings ("5/10", "12-15")
+    confirm: tuple[str, ...] = CONFIRM
 
     def as_dict(self) -> dict:
         return {
@@ -76,6 +81,7 @@ class TrainingOptions:
             "remainder_only": self.remainder_only,
             "score": self.score,
             "postprocess": dict(self.postprocess),
+            "confirm": list(self.confirm),
         }
 
 
@@ -113,11 +119,16 @@ def label_tokens(tokens: Tokens, spans: Iterable[tuple[int, int, str]]) -> list[
     return labels
 
 
-def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES, rules=None) -> Dataset:
+def build_dataset(
+    corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES, rules=None, confirm: Iterable[str] = CONFIRM
+) -> Dataset:
     """Tokens, labels and base features of every note of the corpora (lists of all corpora merged).
 
-    `rules` (``(text, record) -> list[Span]``) gives the "rules" feature class its input."""
+    `rules` (``(text, record) -> list[Span]``) gives the "rules" feature class its input, the
+    spans of the `confirm` rules marked weak, as at run time."""
     from anonymizer.classifier.model import _covered
+
+    confirm = frozenset(confirm)
 
     lists = merge_lists(*(c.lists for c in corpora))
     classes = [c for c in feature_classes if c != "gaz"]
@@ -130,7 +141,7 @@ def build_dataset(corpora: Sequence[Corpus], feature_classes: Iterable[str] = FE
             if prefix:
                 note = GoldNote(note.note_id, prefix + note.patient_id, note.text, note.spans)
             tokens = Tokens.of(note.text)
-            rule_cats = _covered(tokens, rules(note.text, record)) if rules is not None else None
+            rule_cats = _covered(tokens, rules(note.text, record), confirm) if rules is not None else None
             tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
             notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats))
     return Dataset(notes, lists, [c.name for c in corpora])
@@ -258,6 +269,7 @@ def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str,
         "gazetteers": fitted.gazetteers,
         "heads": heads,
         "postprocess": dict(options.postprocess),
+        "confirm": list(options.confirm),
         "training": options.as_dict(),
     }
 
@@ -298,7 +310,7 @@ def train(
     if rules is None and "rules" in options.feature_classes:
         # the "rules" features need the rule detectors: the default configuration's, with the lists
         rules = rules_for(merge_lists(*(c.lists for c in corpora)))
-    dataset = build_dataset(corpora, options.feature_classes, rules if "rules" in options.feature_classes else None)
+    dataset = build_dataset(corpora, options.feature_classes, rules if "rules" in options.feature_classes else None, options.confirm)
     card: dict = {  # no wall-clock time in it: the same inputs must give the same bytes
         "format": FORMAT,
         "corpora": [

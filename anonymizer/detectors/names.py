@@ -3,12 +3,14 @@
 Every word of a note is compared with every name token of the record; a word is a name when the
 Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison of all of a note's
 distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
+The names and the relatives detectors share one tokenisation of each note (:func:`_note_words`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import regex
@@ -21,6 +23,7 @@ from anonymizer.spans import Span
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
+ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
 
 
@@ -69,18 +72,16 @@ class RecordNames:
         short, long, long_lengths, initials = self._index(record)
         if not short and not long:
             return []
-        matches = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
-        if not matches:
+        words = _note_words(text)
+        hits = set(short.intersection(words.all))
+        if long and words.long:
+            hits.update(self._variants(words, long, long_lengths))
+        if not hits:
             return []
-        hits = set(w for _, _, w in matches if w in short)
-        if long:
-            words = list({w for _, _, w in matches if len(w) > SHORT})
-            if words:
-                hits.update(self._variants(words, long, long_lengths))
+        matches = _word_spans(text)
         flagged = [w in hits for _, _, w in matches]
-        if not any(flagged):
-            return []
-        self._add_initials(text, matches, flagged, initials)
+        if not initials.isdisjoint(words.letters):
+            self._add_initials(text, matches, flagged, initials)
         return self._join(text, matches, flagged)
 
     def _add_initials(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], initials: frozenset[str]) -> None:
@@ -121,12 +122,51 @@ class RecordNames:
             spans.append(Span(current[0], current[1], self._category, "record", self._rule))
         return spans
 
-    def _variants(self, words: list[str], tokens: list[str], token_lengths: np.ndarray) -> list[str]:
-        """The words within the edit-distance ratio of any token, in one vectorised pass."""
+    def _variants(self, words: NoteWords, tokens: list[str], token_lengths: np.ndarray) -> list[str]:
+        """The note's long words within the edit-distance ratio of any token, in one vectorised pass."""
         # No distance above this bound can pass the ratio test, so rapidfuzz may stop early.
         cutoff = int(self._threshold * int(token_lengths.max()))
-        distances = process.cdist(words, tokens, scorer=Levenshtein.distance, score_cutoff=cutoff, dtype=np.int32)
-        word_lengths = np.fromiter((len(w) for w in words), dtype=np.int32, count=len(words))
-        shortest = np.minimum(word_lengths[:, None], token_lengths[None, :])
+        distances = process.cdist(words.long, tokens, scorer=Levenshtein.distance, score_cutoff=cutoff, dtype=np.int32)
+        shortest = np.minimum(words.long_lengths[:, None], token_lengths[None, :])
         close = (distances / shortest < self._threshold).any(axis=1)
-        return [w for w, hit in zip(words, close) if hit]
+        return [w for w, hit in zip(words.long, close) if hit]
+
+
+class NoteWords(NamedTuple):
+    """A note's words as every name pass needs them; computed once per note (:func:`_note_words`)."""
+
+    all: list[str]  # WORD, case-folded, in order
+    long: list[str]  # the distinct ones longer than SHORT, compared approximately
+    long_lengths: np.ndarray
+    letters: frozenset[str]  # the one-letter words: candidate initials
+
+
+# One-slot caches keyed on the note object: the names and the relatives detectors see the same note
+# one after the other.  Holding the text keeps its identity unique while it is cached.
+_last_words: tuple[str | None, NoteWords | None] = (None, None)
+_last_spans: tuple[str | None, list[tuple[int, int, str]]] = (None, [])
+
+
+def _note_words(text: str) -> NoteWords:
+    global _last_words
+    if _last_words[0] is not text:
+        if text.isascii():  # there WORD is [A-Za-z]+ and case-folding is lower-casing
+            words = ASCII_WORD.findall(text.lower())
+        else:
+            words = [w.casefold() for w in WORD.findall(text)]
+        long = list({w for w in words if len(w) > SHORT})
+        lengths = np.fromiter(map(len, long), dtype=np.int32, count=len(long))
+        _last_words = (text, NoteWords(words, long, lengths, frozenset(w for w in words if len(w) == 1)))
+    return _last_words[1]  # type: ignore[return-value]
+
+
+def _word_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, case-folded word) of each word: needed only for a note where a name was found."""
+    global _last_spans
+    if _last_spans[0] is not text:
+        if text.isascii():
+            spans = [(*m.span(), m.group()) for m in ASCII_WORD.finditer(text.lower())]
+        else:
+            spans = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
+        _last_spans = (text, spans)
+    return _last_spans[1]
