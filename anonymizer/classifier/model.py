@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
-CACHE_KEYS = 200_000  # cached keys before the cache starts again (at most about 70 MB)
+CACHE_KEYS = 200_000  # cached keys of a group before its cache starts again (at most about 70 MB)
 
 
 class Head:
@@ -152,12 +153,21 @@ class SvmDetector:
         self.threshold = model.threshold if threshold is None else float(threshold)
         self.digest = f"{model.digest}:{self.threshold!r}"
         self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
-        self._reset()
+        self._rows: dict[str, dict] = {}
+        self._sums: dict[str, np.ndarray] = {}
+        for group in GROUPS:
+            self._reset(group)
+        # Bigrams: the model weighs only those it was trained on, so all their sums are known up
+        # front (row 0 stays zero for every other bigram) and this group's cache never grows.
+        for feature in model.index:
+            if feature.startswith(("window:b-=", "window:b+=")):
+                self._add("pair", tuple(feature[len("window:b-=") :].split("|")))
 
-    def _reset(self) -> None:
-        self._rows: dict[str, dict] = {group: {} for group in GROUPS}
-        self._sums = {group: np.zeros((256, len(slots), self.model.width)) for group, slots in GROUPS.items()}
-        self._cached = 0
+    def _reset(self, group: str) -> None:
+        self._rows[group] = {}
+        self._sums[group] = np.zeros((256, len(GROUPS[group]), self.model.width))
+        if group == "pair":
+            self._rows[group]["(unknown)"] = 0  # row 0, zero: a bigram the model does not know (keys are tuples)
 
     def _add(self, group: str, key: object) -> int:
         rows = self._rows[group]
@@ -168,19 +178,23 @@ class SvmDetector:
                 self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])])
             for k, slot in enumerate(GROUPS[group]):
                 self._sums[group][row, k] = self.model.weight_sum(self.extractor.slot_features(slot, key))
-            self._cached += 1
         return row
 
     def values(self, slots: Mapping[str, list]) -> np.ndarray:
         """Decision values (intercepts included) of every token, one row per token."""
-        if self._cached > CACHE_KEYS:  # keep memory flat on an endless vocabulary
-            self._reset()
         n = len(slots["word"]) - 4 if slots else 0
         out = np.tile(self.model.bias, (n, 1))
         for group, keys in slots.items():
-            found = list(map(self._rows[group].get, keys))
-            if None in found:
-                found = [r if r is not None else self._add(group, k) for r, k in zip(found, keys)]
+            rows = self._rows[group]
+            if group == "pair":
+                found = list(map(rows.get, keys, repeat(0)))
+            else:
+                if len(rows) > CACHE_KEYS:  # keep memory flat on an endless vocabulary
+                    self._reset(group)
+                    rows = self._rows[group]
+                found = list(map(rows.get, keys))
+                if None in found:
+                    found = [r if r is not None else self._add(group, k) for r, k in zip(found, keys)]
             ids = np.array(found, dtype=np.intp)
             sums = self._sums[group]
             for k, offset in enumerate(GROUPS[group].values()):

@@ -128,12 +128,14 @@ def propagate(
     d = dictionaries or default_dictionaries()
     words: dict[str, str] = {}
     for tokens, flagged, scores in notes:
-        for i, category in enumerate(flagged):
-            if category in NAME_CATEGORIES and scores[i] > confident:
-                lower = tokens.lowers[i]
-                if len(lower) >= 3 and lower.isalpha() and not _common(lower, d) and lower not in d.words["med"]:
-                    words.setdefault(lower, category)
+        for i in [i for i, category in enumerate(flagged) if category in NAME_CATEGORIES]:
+            lower = tokens.lowers[i]
+            if scores[i] > confident and len(lower) >= 3 and lower.isalpha() and not _common(lower, d) and lower not in d.words["med"]:
+                words.setdefault(lower, flagged[i])
     out = []
     for tokens, flagged, _ in notes:
-        out.append({i: words[w] for i, w in enumerate(tokens.lowers) if flagged[i] is None and w in words})
+        if words.keys().isdisjoint(tokens.lowers):
+            out.append({})
+        else:
+            out.append({i: words[w] for i, w in enumerate(tokens.lowers) if flagged[i] is None and w in words})
     return out
