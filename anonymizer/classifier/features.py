@@ -306,7 +306,7 @@ class FeatureExtractor:
             if cls_ in self.classes:
                 phrases.update({prefix + tag: v for tag, v in sorted(entries.items()) if v})
         self.phrases = PhraseMatcher(phrases)
-        self._bands: dict[tuple[str, ...], dict[str, str]] = {}  # per record's names: word -> band ("" for none)
+        self._bands: dict[tuple[str, ...], tuple[set[str], dict[str, str]]] = {}  # per record's names: words seen, bands
         self._slot_cache: dict[str, dict] = {slot: {} for slot in SLOTS}
         self._dict_cache: dict[str, tuple[str, ...]] = {}
 
@@ -401,12 +401,14 @@ class FeatureExtractor:
         if known is None:
             if len(self._bands) > 16:  # the run moves on patient by patient: old ones are done
                 self._bands.clear()
-            known = self._bands[key] = {}
-        new = {w for w in lowers if w not in known}
+            known = self._bands[key] = (set(), {})
+        seen, bands = known
+        words = set(lowers)
+        new = words - seen
         if new:
-            found = ratio_bands(list(new), name_tokens(names))
-            known.update((w, found.get(w, "")) for w in new)
-        return {w: known[w] for w in lowers if known[w]}
+            bands.update(ratio_bands(list(new), name_tokens(names)))
+            seen |= new
+        return {w: bands[w] for w in bands.keys() & words}
 
     # -- features: what each key gives -------------------------------------------------------
 
