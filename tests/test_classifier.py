@@ -103,7 +103,7 @@ def test_runtime_decisions_equal_sklearn_decision_function(corpus, mode):
     expected = np.atleast_2d(fitted.estimators["phi"].decision_function(X))
     if mode == "binary":
         expected = expected.reshape(-1, 1)
-    got = np.array([model.phi.decision(list(row)) for row in fitted.rows])
+    got = np.array([(model.bias + model.weight_sum(row))[: model.phi.width] for row in fitted.rows])
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
     # and through the detector's own path (features recomputed from text, cached word parts);
     # the training rows' gazetteer features are cross-fitted, so compare on a model without them
@@ -201,7 +201,7 @@ def test_runtime_equals_decision_function_on_real_notes():
     model = Model(fit(dataset.notes, options))
     X = fitted.vectorizer.transform(fitted.rows)
     expected = fitted.estimators["phi"].decision_function(X)
-    got = np.array([model.phi.decision(list(row)) for row in fitted.rows])
+    got = np.array([(model.bias + model.weight_sum(row))[: model.phi.width] for row in fitted.rows])
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
 
 

@@ -49,14 +49,6 @@ class Head:
         self.weights: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in data["weights"].items()}
         self.width = len(self.intercept)
 
-    def decision(self, features: Sequence[str]) -> list[float]:
-        """scikit-learn's decision_function for one example (1 value for a binary head)."""
-        total = list(self.intercept)
-        for w in filter(None, map(self.weights.get, features)):
-            for k in range(self.width):
-                total[k] += w[k]
-        return total
-
 
 class Model:
     """A loaded model file: heads, threshold, gazetteers, the feature configuration.
