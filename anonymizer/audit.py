@@ -174,8 +174,7 @@ def leak_detectors(rules_dir: Path, name_threshold: float) -> list[Detector]:
     """The record detectors, run over released text: whatever they find there is a leak."""
     patterns = PatternDetector.from_rules(rules_dir)
     return [
-        RecordNames.from_rules(rules_dir, "names", "PATIENT", name_threshold),
-        RecordNames.from_rules(rules_dir, "relatives", "RELATIVE", name_threshold),
+        *RecordNames.pair(rules_dir, name_threshold),
         RecordValues(date_pattern=patterns.date_pattern),
     ]
 

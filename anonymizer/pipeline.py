@@ -144,8 +144,7 @@ def build_pipeline(
     patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, timeout=detectors.regex_timeout)
     groups: dict[str, list[Detector]] = {
         "record": [
-            RecordNames.from_rules(rules, "names", "PATIENT", detectors.name_threshold),
-            RecordNames.from_rules(rules, "relatives", "RELATIVE", detectors.name_threshold),
+            *RecordNames.pair(rules, detectors.name_threshold),
             RecordValues(date_pattern=patterns.date_pattern),
         ],
         "honorific": [HonorificDetector.from_rules(rules)],

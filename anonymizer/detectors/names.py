@@ -3,7 +3,7 @@
 Every word of a note is compared with every name token of the record; a word is a name when the
 Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison of all of a note's
 distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
-The names and the relatives detectors share one tokenisation of each note (:func:`_note_words`).
+The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
 """
 
 from __future__ import annotations
@@ -49,18 +49,25 @@ class NameTokens:
 class RecordNames:
     """Flags the patient's names (or their relatives') and their spelling variants."""
 
-    def __init__(self, field: str, category: str, threshold: float, tokens: NameTokens) -> None:
+    def __init__(self, field: str, category: str, threshold: float, tokens: NameTokens, words: NoteWordCache | None = None) -> None:
         self.name = "record"
         self._field = field
         self._rule = field.rstrip("s")  # "name" or "relative": what audits show
         self._category = category
         self._threshold = threshold
         self._tokens = tokens
+        self._words = words or NoteWordCache()
         self._index = per_record(self._build_index)
 
     @classmethod
     def from_rules(cls, rules_dir: Path, field: str, category: str, threshold: float) -> "RecordNames":
         return cls(field, category, threshold, NameTokens(read_word_list(rules_dir / "name_connectors.txt")))
+
+    @classmethod
+    def pair(cls, rules_dir: Path, threshold: float) -> list["RecordNames"]:
+        """The patient's names (PATIENT) and the relatives' (RELATIVE), sharing one split of each note."""
+        tokens, words = NameTokens(read_word_list(rules_dir / "name_connectors.txt")), NoteWordCache()
+        return [cls("names", "PATIENT", threshold, tokens, words), cls("relatives", "RELATIVE", threshold, tokens, words)]
 
     def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray, frozenset[str]]:
         tokens = self._tokens(getattr(record, self._field))
@@ -72,13 +79,13 @@ class RecordNames:
         short, long, long_lengths, initials = self._index(record)
         if not short and not long:
             return []
-        words = _note_words(text)
+        words = self._words.words(text)
         hits = set(short.intersection(words.all))
         if long and words.long:
             hits.update(self._variants(words, long, long_lengths))
         if not hits:
             return []
-        matches = _word_spans(text)
+        matches = self._words.spans(text)
         flagged = [w in hits for _, _, w in matches]
         if not initials.isdisjoint(words.letters):
             self._add_initials(text, matches, flagged, initials)
@@ -133,7 +140,7 @@ class RecordNames:
 
 
 class NoteWords(NamedTuple):
-    """A note's words as every name pass needs them; computed once per note (:func:`_note_words`)."""
+    """A note's words as every name pass needs them; computed once per note (:class:`NoteWordCache`)."""
 
     all: list[str]  # WORD, case-folded, in order
     long: list[str]  # the distinct ones longer than SHORT, compared approximately
@@ -141,32 +148,32 @@ class NoteWords(NamedTuple):
     letters: frozenset[str]  # the one-letter words: candidate initials
 
 
-# One-slot caches keyed on the note object: the names and the relatives detectors see the same note
-# one after the other.  Holding the text keeps its identity unique while it is cached.
-_last_words: tuple[str | None, NoteWords | None] = (None, None)
-_last_spans: tuple[str | None, list[tuple[int, int, str]]] = (None, [])
+class NoteWordCache:
+    """The last note's words, shared by the detectors of one pipeline (:meth:`RecordNames.pair`):
+    the names and the relatives passes see the same note one after the other.  Keyed on the text
+    object, which the cache holds, so its identity stays unique while cached."""
 
+    def __init__(self) -> None:
+        self._words: tuple[str | None, NoteWords | None] = (None, None)
+        self._spans: tuple[str | None, list[tuple[int, int, str]]] = (None, [])
 
-def _note_words(text: str) -> NoteWords:
-    global _last_words
-    if _last_words[0] is not text:
-        if text.isascii():  # there WORD is [A-Za-z]+ and case-folding is lower-casing
-            words = ASCII_WORD.findall(text.lower())
-        else:
-            words = [w.casefold() for w in WORD.findall(text)]
-        long = list({w for w in words if len(w) > SHORT})
-        lengths = np.fromiter(map(len, long), dtype=np.int32, count=len(long))
-        _last_words = (text, NoteWords(words, long, lengths, frozenset(w for w in words if len(w) == 1)))
-    return _last_words[1]  # type: ignore[return-value]
+    def words(self, text: str) -> NoteWords:
+        if self._words[0] is not text:
+            if text.isascii():  # there WORD is [A-Za-z]+ and case-folding is lower-casing
+                words = ASCII_WORD.findall(text.lower())
+            else:
+                words = [w.casefold() for w in WORD.findall(text)]
+            long = list({w for w in words if len(w) > SHORT})
+            lengths = np.fromiter(map(len, long), dtype=np.int32, count=len(long))
+            self._words = (text, NoteWords(words, long, lengths, frozenset(w for w in words if len(w) == 1)))
+        return self._words[1]  # type: ignore[return-value]
 
-
-def _word_spans(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, case-folded word) of each word: needed only for a note where a name was found."""
-    global _last_spans
-    if _last_spans[0] is not text:
-        if text.isascii():
-            spans = [(*m.span(), m.group()) for m in ASCII_WORD.finditer(text.lower())]
-        else:
-            spans = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
-        _last_spans = (text, spans)
-    return _last_spans[1]
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, case-folded word) of each word: needed only for a note where a name was found."""
+        if self._spans[0] is not text:
+            if text.isascii():
+                spans = [(*m.span(), m.group()) for m in ASCII_WORD.finditer(text.lower())]
+            else:
+                spans = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
+            self._spans = (text, spans)
+        return self._spans[1]

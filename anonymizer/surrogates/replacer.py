@@ -106,8 +106,7 @@ class SurrogateReplacer:
         # What `audit leaks` runs over the released text: a candidate they flag is not used.  The
         # pipeline passes its own record detectors, whose per-patient indexes are then built once.
         self._leak_detectors = list(leak_detectors) if leak_detectors is not None else [
-            RecordNames.from_rules(rules_dir, "names", "PATIENT", name_threshold),
-            RecordNames.from_rules(rules_dir, "relatives", "RELATIVE", name_threshold),
+            *RecordNames.pair(rules_dir, name_threshold),
             RecordValues(date_pattern=date_pattern),
         ]
         self._name_detectors = [d for d in self._leak_detectors if isinstance(d, RecordNames)]
