@@ -41,12 +41,11 @@ CACHE_KEYS = 200_000  # cached keys of a group before its cache starts again (at
 
 
 class Head:
-    """One linear model: per-class intercepts and per-feature weight vectors."""
+    """One linear model's classes and intercepts (its weights go into :attr:`Model.matrix`)."""
 
     def __init__(self, data: Mapping) -> None:
         self.classes: list[str] = list(data["classes"])
         self.intercept: list[float] = [float(v) for v in data["intercept"]]
-        self.weights: dict[str, list[float]] = {k: [float(x) for x in v] for k, v in data["weights"].items()}
         self.width = len(self.intercept)
 
 
@@ -72,17 +71,19 @@ class Model:
         self.postprocess: dict = dict(data.get("postprocess", {}))
         # rule spans (by source, e.g. "regex:date_dm_numeric") kept only where the classifier agrees
         self.confirm: frozenset[str] = frozenset(data.get("confirm", ()))
-        heads = [self.phi] + ([self.category] if self.category is not None else [])
-        self.width = sum(h.width for h in heads)
-        self.bias = np.array([b for h in heads for b in h.intercept])
+        heads = [(self.phi, data["heads"]["phi"]["weights"])]
+        if self.category is not None:
+            heads.append((self.category, data["heads"]["category"]["weights"]))
+        self.width = sum(h.width for h, _ in heads)
+        self.bias = np.array([b for h, _ in heads for b in h.intercept])
         self.index: dict[str, int] = {}  # feature -> row of `matrix`
-        for head in heads:
-            for feature in head.weights:
+        for _, weights in heads:
+            for feature in weights:
                 self.index.setdefault(feature, len(self.index))
         self.matrix = np.zeros((len(self.index), self.width))
         offset = 0
-        for head in heads:
-            for feature, w in head.weights.items():
+        for head, weights in heads:
+            for feature, w in weights.items():
                 self.matrix[self.index[feature], offset : offset + head.width] = w
             offset += head.width
 
