@@ -273,26 +273,34 @@ def stage_table(config, stride: int) -> None:
         written = target.digests(n.note_id for n in batch.notes)
         spent["skip check (target.digests)"] += clock() - t
         results = []
+        patients: dict[str, list] = {}
         for note in batch.notes:
-            record = batch.records[note.patient_id]
-            t = clock()
-            digest = pipeline.source_digest(note.text, record)
-            written.get(note.note_id) == digest
-            spent["source digests (x2: skip check, result)"] += 2 * (clock() - t)
-            spans = []
-            for label, detector in zip(names, pipeline.detectors):
+            patients.setdefault(note.patient_id, []).append(note)
+        for pid, group in patients.items():  # as anonymize_patient: rules note by note, the classifier per patient
+            record = batch.records[pid]
+            found = []
+            for note in group:
                 t = clock()
-                spans += detector(note.text, record)
-                spent[f"detector {label}"] += clock() - t
+                digest = pipeline.source_digest(note.text, record)
+                written.get(note.note_id) == digest
+                spent["source digests (x2: skip check, result)"] += 2 * (clock() - t)
+                spans = []
+                for label, detector in zip(names, pipeline.detectors):
+                    t = clock()
+                    spans += detector(note.text, record)
+                    spent[f"detector {label}"] += clock() - t
+                found.append((digest, spans))
             if pipeline.classifier is not None:
                 t = clock()
-                spans += pipeline.classifier(note.text, record, spans)
+                own = pipeline.classifier.patient_spans(record, [(n.text, spans) for n, (_, spans) in zip(group, found)])
+                found = [(d, pipeline.classifier.combine(spans, o)) for (d, spans), o in zip(found, own)]
                 spent["classifier (svm)"] += clock() - t
-            t = clock()
-            merged = tuple(union(spans))
-            text = pipeline.replace(note.text, merged, record)
-            spent["union + replacement"] += clock() - t
-            results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
+            for note, (digest, spans) in zip(group, found):
+                t = clock()
+                merged = tuple(union(spans))
+                text = pipeline.replace(note.text, merged, record)
+                spent["union + replacement"] += clock() - t
+                results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
         notes += len(batch.notes)
         t = clock()
         digests = {pid: batch.records[pid].digest() for pid in {n.patient_id for n in batch.notes}}

@@ -49,7 +49,6 @@ FEATURE_CLASSES: tuple[str, ...] = (
     "word", "window", "ortho", "affix", "section", "dict", "dictctx", "record", "lists", "cue", "gaz", "rules",
 )
 RULE_WINDOW = 3
-NEAR_KERNEL = np.array([1.0] * RULE_WINDOW + [0.0] + [1.0] * RULE_WINDOW)
 CACHE_LIMIT = 200_000  # entries per cache; a cache that fills is emptied, so memory stays flat
 
 # A heading: a short label followed by a colon, at the start of a line or after ";" or ". ".
@@ -115,19 +114,24 @@ class PhraseMatcher:
                     multi.setdefault(tokens[:2], set()).add((tokens, tag))
         self._single = {k: sorted(v) for k, v in single.items()}
         self._multi = {k: sorted(v) for k, v in multi.items()}
+        self._single_words, self._first_pairs = frozenset(self._single), frozenset(self._multi)
 
     def __bool__(self) -> bool:
         return bool(self._single or self._multi)
 
-    def cover(self, lowers: Sequence[str]) -> dict[str, set[int]]:
-        """Per tag, the positions of the tokens some occurrence of an entry covers."""
+    def cover(self, lowers: Sequence[str], words: set[str] | None = None) -> dict[str, set[int]]:
+        """Per tag, the positions of the tokens some occurrence of an entry covers (`words`: the
+        set of `lowers`, if the caller has it)."""
         covered: dict[str, set[int]] = {}
-        for i in [i for i, word in enumerate(lowers) if word in self._single]:
-            for tag in self._single[lowers[i]]:
-                covered.setdefault(tag, set()).add(i)
-        if self._multi:
+        hits = (set(lowers) if words is None else words) & self._single_words  # most notes hold few entries
+        if hits:
+            for i in [i for i, word in enumerate(lowers) if word in hits]:
+                for tag in self._single[lowers[i]]:
+                    covered.setdefault(tag, set()).add(i)
+        pairs = set(zip(lowers, lowers[1:])) & self._first_pairs if self._multi else None
+        if pairs:
             n = len(lowers)
-            for i in [i for i, pair in enumerate(zip(lowers, lowers[1:])) if pair in self._multi]:
+            for i in [i for i, pair in enumerate(zip(lowers, lowers[1:])) if pair in pairs]:
                 for entry, tag in self._multi[lowers[i], lowers[i + 1]]:
                     k = len(entry)
                     if i + k <= n and tuple(lowers[i : i + k]) == entry:
@@ -353,25 +357,24 @@ class FeatureExtractor:
         n = len(tokens)
         c = self.classes
         lowers = tokens.lowers
-        extra: list[list[str]] = [[] for _ in range(n)]
+        words = set(lowers)
+        extra: dict[int, list[str]] = {}  # only the few tokens that get a feature
 
         def mark(positions: Iterable[int], feature: str) -> None:
             for i in positions:
                 if 0 <= i < n:
-                    extra[i].append(feature)
+                    extra.setdefault(i, []).append(feature)
 
-        for feature, covered in sorted(self.phrases.cover(lowers).items()):
+        for feature, covered in sorted(self.phrases.cover(lowers, words).items()):
             mark(covered, feature)
             if feature.startswith("lists:"):  # a list entry marks its neighbours too
                 mark((i + 1 for i in covered), "lists:-1:" + feature[6:])
                 mark((i - 1 for i in covered), "lists:+1:" + feature[6:])
         if "record" in c and record is not None:
             for kind, names in (("pt", record.names), ("rel", record.relatives)):
-                bands = self._record_bands(lowers, names)
-                if bands:
-                    for i, w in enumerate(lowers):
-                        if w in bands:
-                            extra[i].append(f"record:{kind}=" + bands[w])
+                bands = self._record_bands(words, names)
+                for i in [i for i, w in enumerate(lowers) if w in bands] if bands else ():
+                    extra.setdefault(i, []).append(f"record:{kind}=" + bands[lowers[i]])
         if "rules" in c and rule_cats is not None:
             flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
             for j in flagged:
@@ -379,19 +382,20 @@ class FeatureExtractor:
                 mark((j + 1,), "rules:-1:" + rule_cats[j])
                 mark((j - 1,), "rules:+1:" + rule_cats[j])
             for cat in sorted({rule_cats[j] for j in flagged}):
-                has = np.zeros(n)
-                has[[j for j in flagged if rule_cats[j] == cat]] = 1
                 # tokens with a token of this category within RULE_WINDOW, itself not counted
-                mark(np.flatnonzero(np.convolve(has, NEAR_KERNEL, mode="same") > 0).tolist(), "rules:near:" + cat)
+                near = {i for j in flagged if rule_cats[j] == cat for i in range(j - RULE_WINDOW, j + RULE_WINDOW + 1) if i != j}
+                mark(near, "rules:near:" + cat)
         if "cue" in c:
             cues = self.dictionaries.cues
-            for j in [j for j, w in enumerate(lowers) if w in cues]:
+            for j in [j for j, w in enumerate(lowers) if w in cues] if not words.isdisjoint(cues) else ():
                 mark(range(j + 1, j + 1 + CUE_WINDOW), "cue:-" + lowers[j])
                 mark(range(j - CUE_WINDOW, j), "cue:+" + lowers[j])
-        # a feature is binary: a cue word twice in the window counts once
-        return [tuple(dict.fromkeys(x)) if x else () for x in extra]
+        out: list[tuple[str, ...]] = [()] * n
+        for i, features in extra.items():
+            out[i] = tuple(dict.fromkeys(features))  # a feature is binary: a cue word twice in the window counts once
+        return out
 
-    def _record_bands(self, lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
+    def _record_bands(self, words: set[str], names: Sequence[str]) -> dict[str, str]:
         """:func:`ratio_bands` of the note's words, remembered across the notes of one record
         (a patient's notes repeat their words; the run gives a patient's notes in a row)."""
         if not names:
@@ -403,12 +407,11 @@ class FeatureExtractor:
                 self._bands.clear()
             known = self._bands[key] = (set(), {})
         seen, bands = known
-        words = set(lowers)
         new = words - seen
         if new:
             bands.update(ratio_bands(list(new), name_tokens(names)))
             seen |= new
-        return {w: bands[w] for w in bands.keys() & words}
+        return {w: bands[w] for w in words if w in bands}
 
     # -- features: what each key gives -------------------------------------------------------
 

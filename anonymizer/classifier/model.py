@@ -26,6 +26,7 @@ from itertools import repeat
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import GROUPS, FeatureExtractor, Tokens
@@ -152,9 +153,7 @@ class SvmDetector:
             self._reset(group)
         # Bigrams: the model weighs only those it was trained on, so all their sums are known up
         # front (row 0 stays zero for every other bigram) and this group's cache never grows.
-        for feature in model.index:
-            if feature.startswith(("window:b-=", "window:b+=")):
-                self._add("pair", tuple(feature[len("window:b-=") :].split("|")))
+        self._add("pair", [tuple(f[len("window:b-=") :].split("|")) for f in model.index if f.startswith(("window:b-=", "window:b+="))])
 
     def _reset(self, group: str) -> None:
         self._rows[group] = {}
@@ -162,22 +161,49 @@ class SvmDetector:
         if group == "pair":
             self._rows[group]["(unknown)"] = 0  # row 0, zero: a bigram the model does not know (keys are tuples)
 
-    def _add(self, group: str, key: object) -> int:
+    def _add(self, group: str, keys: Iterable[object]) -> None:
+        """Cache the slot sums of the keys not cached yet, all in one sparse product."""
         rows = self._rows[group]
-        row = rows.get(key)  # the same key may occur twice in a note
-        if row is None:
-            row = rows[key] = len(rows)
-            if row == len(self._sums[group]):
-                self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])])
-            for k, slot in enumerate(GROUPS[group]):
-                self._sums[group][row, k] = self.model.weight_sum(self.extractor.slot_features(slot, key))
-        return row
+        new = [key for key in dict.fromkeys(keys) if key not in rows]
+        if not new:
+            return
+        slots = GROUPS[group]
+        first, index = len(rows), self.model.index
+        while first + len(new) > len(self._sums[group]):
+            self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])])
+        columns: list[int] = []
+        ends: list[int] = [0]  # one row per key and slot: its features' columns
+        for key in new:
+            for slot in slots:
+                columns += [j for j in map(index.get, self.extractor.slot_features(slot, key)) if j is not None]
+                ends.append(len(columns))
+        features = sparse.csr_matrix(
+            (np.ones(len(columns)), np.array(columns, dtype=np.intp), np.array(ends, dtype=np.intp)),
+            shape=(len(ends) - 1, len(index)),
+        )
+        self._sums[group][first : first + len(new)] = (features @ self.model.matrix).reshape(len(new), len(slots), -1)
+        rows.update(zip(new, range(first, first + len(new))))
 
     def values(self, slots: Mapping[str, list]) -> np.ndarray:
-        """Decision values (intercepts included) of every token, one row per token."""
-        n = len(slots["word"]) - 4 if slots else 0
-        out = np.tile(self.model.bias, (n, 1))
-        for group, keys in slots.items():
+        """Decision values (intercepts included) of every token of one note, one row per token."""
+        return self.values_many([slots])
+
+    def values_many(self, notes: Sequence[Mapping[str, list]]) -> np.ndarray:
+        """Decision values of every token of several notes' slots, stacked in note order.
+
+        A patient's notes are scored together: one lookup pass and one gather per slot for all of
+        them, since numpy's cost per call outweighs its cost per row at a note's size."""
+        notes = [slots for slots in notes if slots]  # a note without tokens has no slots
+        sizes = [len(slots["word"]) - 4 for slots in notes]
+        total = sum(sizes)
+        out = np.tile(self.model.bias, (total, 1))
+        if not total:
+            return out
+        for group, offsets in GROUPS.items():
+            if group not in notes[0]:
+                continue  # its feature classes are off
+            pad = len(notes[0][group]) - sizes[0]  # keys beyond the tokens (the edges), the same in every note
+            keys = [key for slots in notes for key in slots[group]]
             rows = self._rows[group]
             if group == "pair":
                 found = list(map(rows.get, keys, repeat(0)))
@@ -187,11 +213,14 @@ class SvmDetector:
                     rows = self._rows[group]
                 found = list(map(rows.get, keys))
                 if None in found:
-                    found = [r if r is not None else self._add(group, k) for r, k in zip(found, keys)]
+                    self._add(group, keys)
+                    found = list(map(rows.get, keys))
             ids = np.array(found, dtype=np.intp)
+            # token t of note j sits at t + j * pad in the stacked keys (plus the slot's offset)
+            at = np.arange(total) + np.repeat(np.arange(len(notes)) * pad, sizes) if pad else np.arange(total)
             sums = self._sums[group]
-            for k, offset in enumerate(GROUPS[group].values()):
-                out += sums[ids[offset : offset + n], k]
+            for k, offset in enumerate(offsets.values()):
+                out += sums[ids[at + offset], k]
         return out
 
     def score_tokens(
@@ -205,35 +234,49 @@ class SvmDetector:
 
     def analyse(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> NoteAnalysis:
         """Score the tokens the rules left, apply the threshold and the per-note recall heuristics."""
-        tokens = Tokens.of(text)
+        return self.analyse_many(record, [(text, rule_spans)])[0]
+
+    def analyse_many(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[NoteAnalysis]:
+        """:meth:`analyse` for several notes of one patient, scored in one batch."""
+        prepared = []
+        for text, rule_spans in notes:
+            tokens = Tokens.of(text)
+            rule_cats = _covered(tokens, rule_spans, self.model.confirm)
+            prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
+        values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
+        analyses, start = [], 0
+        for text, tokens, rule_cats, _ in prepared:
+            analyses.append(self._flag(text, tokens, rule_cats, values[start : start + len(tokens)], cats[start : start + len(tokens)]))
+            start += len(tokens)
+        return analyses
+
+    def _flag(self, text: str, tokens: Tokens, rule_cats: list[str | None], values: list[float], cats: list[str]) -> NoteAnalysis:
+        """Apply the threshold to one note's scores, then the per-note recall heuristics."""
         n = len(tokens)
-        rule_cats = _covered(tokens, rule_spans, self.model.confirm)
         scores = [float("-inf")] * n
         flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
         spans: list[Span] = []
-        if n:
-            values, cats = self.model.decide(self.values(self.extractor.slots(text, tokens, record, rule_cats)))
-            threshold = self.threshold
-            for i in range(n):
-                if flagged[i] is None:
-                    scores[i] = values[i]
-                    if values[i] > threshold:
-                        flagged[i] = cats[i]
-                        spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
-            post = self.model.postprocess
-            additions: dict[int, tuple[str, str]] = {}
-            if post.get("extend_names"):
-                for i, cat in postprocess.extend_names(text, tokens, flagged, self.extractor.dictionaries).items():
-                    additions.setdefault(i, (cat, "extend"))
-            if post.get("relative_cues"):
-                for i, cat in postprocess.relative_cues(text, tokens, flagged, self.extractor.dictionaries).items():
-                    additions.setdefault(i, (cat, "relative_cue"))
-            if post.get("extend_places"):  # measured, off by default (docs/classifier.md)
-                for i, cat in postprocess.extend_places(text, tokens, flagged).items():
-                    additions.setdefault(i, (cat, "extend_place"))
-            for i, (cat, rule) in sorted(additions.items()):
-                flagged[i] = cat
-                spans.append(Span(tokens.starts[i], tokens.ends[i], cat, "svm", rule))
+        threshold = self.threshold
+        for i in range(n):
+            if flagged[i] is None:
+                scores[i] = values[i]
+                if values[i] > threshold:
+                    flagged[i] = cats[i]
+                    spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
+        post = self.model.postprocess
+        additions: dict[int, tuple[str, str]] = {}
+        if post.get("extend_names"):
+            for i, cat in postprocess.extend_names(text, tokens, flagged, self.extractor.dictionaries).items():
+                additions.setdefault(i, (cat, "extend"))
+        if post.get("relative_cues"):
+            for i, cat in postprocess.relative_cues(text, tokens, flagged, self.extractor.dictionaries).items():
+                additions.setdefault(i, (cat, "relative_cue"))
+        if post.get("extend_places"):  # measured, off by default (docs/classifier.md)
+            for i, cat in postprocess.extend_places(text, tokens, flagged).items():
+                additions.setdefault(i, (cat, "extend_place"))
+        for i, (cat, rule) in sorted(additions.items()):
+            flagged[i] = cat
+            spans.append(Span(tokens.starts[i], tokens.ends[i], cat, "svm", rule))
         return NoteAnalysis(tokens, flagged, scores, spans)
 
     def __call__(self, text: str, record: PatientRecord, rule_spans: Sequence[Span] = ()) -> list[Span]:
@@ -253,7 +296,7 @@ class SvmDetector:
         Besides what :meth:`__call__` finds note by note, a word the classifier flagged as a name
         with a score above the model's ``postprocess.propagate`` level in one note is flagged in
         the patient's other notes too (rule "propagated")."""
-        analyses = [self.analyse(text, record, rules) for text, rules in notes]
+        analyses = self.analyse_many(record, notes)
         level = self.model.postprocess.get("propagate")
         if level is None or len(analyses) < 2:
             return [a.spans for a in analyses]

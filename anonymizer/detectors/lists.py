@@ -4,7 +4,8 @@ Lists can hold tens of thousands of entries, so they are compiled once per run i
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of
 trying every entry at every position, and nested greedy groups make the longest entry win.  The
 pattern is compiled with the standard library's `re`, which searches such a trie about a hundred
-times faster than the `regex` module does.
+times faster than the `regex` module does.  An ASCII note is searched lower-cased, by a copy of
+the pattern that need not ignore case: the same matches, in about a third of the time.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ class ListDetector:
         self.name = "lists"
         self._category = _categorise(entries)
         self._pattern: re.Pattern[str] | None = None
+        self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
         if self._category:
-            self._pattern = re.compile(rf"(?i)(?<!\w){_trie_pattern(self._category)}(?!\w)")
+            body = rf"(?<!\w){_trie_pattern(self._category)}(?!\w)"
+            self._pattern, self._lower = re.compile("(?i)" + body), re.compile(body)
             # A match whose lower case differs from its entry's ("ſ" matches "s" ignoring case)
             # still gets a category: the highest-priority one of the lists.
             self._fallback = min(self._category.values(), key=_rank)
@@ -57,7 +60,9 @@ class ListDetector:
         if self._pattern is None:
             return []
         spans = []
-        for match in self._pattern.finditer(text):
+        # On ASCII text lower-casing keeps every offset, and ignoring case means lower-casing.
+        matches = self._lower.finditer(text.lower()) if text.isascii() else self._pattern.finditer(text)
+        for match in matches:
             category = self._category.get(_key(match.group()), self._fallback)
             spans.append(Span(match.start(), match.end(), category, self.name, category.lower()))
         return spans

@@ -303,6 +303,9 @@ class PatternDetector:
         self.name = "regex"
         self.rules = tuple(rules)
         self.timeout = timeout
+        # the distinct prechecks, and per rule the positions of its own among them
+        self._checks: list[Precheck] = list(dict.fromkeys(check for rule in self.rules for check in rule.prechecks))
+        self._plan = [(rule, tuple(self._checks.index(check) for check in rule.prechecks)) for rule in self.rules]
         # Candidate dates for detectors that parse them (e.g. to compare with the date of birth):
         # m.lastgroup names the rule, which tells date_dmy_* from date_mdy_*.  Partial dates are
         # included (year, month_alone, date_ordinal); exceptions are not applied.
@@ -329,32 +332,39 @@ class PatternDetector:
         """
         deadline = time.monotonic() + self.timeout
         lower = text.lower() if text.isascii() else None
-        held: dict[Precheck, bool] = {}  # rules share prechecks: each is decided once per note
-        spans = [
-            Span(found.start(), found.end(), rule.category, self.name, rule.name)
-            for rule in self.rules
-            if all(self._holds(check, text, lower, held, deadline) for check in rule.prechecks)
-            for found in self._finditer(rule.pattern, text, deadline)
-            if rule.accept(text, found.start(), found.end())
-        ]
+        held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
+        spans = []
+        for rule, needs in self._plan:
+            if not all(self._holds(k, held, text, lower, deadline) for k in needs):
+                continue
+            for found in self._finditer(rule.pattern, text, deadline):
+                if rule.accept(text, found.start(), found.end()):
+                    spans.append(Span(found.start(), found.end(), rule.category, self.name, rule.name))
         return _longest(spans)
 
-    def _holds(self, check: Precheck, text: str, lower: str | None, held: dict[Precheck, bool], deadline: float) -> bool:
-        if check not in held:
+    def _holds(self, k: int, held: list[bool | None], text: str, lower: str | None, deadline: float) -> bool:
+        if held[k] is None:
+            check = self._checks[k]
             if check.pattern is not None:
-                held[check] = next(self._finditer(check.pattern, text, deadline), None) is not None
+                try:
+                    held[k] = check.pattern.search(text, timeout=self._remaining(text, deadline)) is not None
+                except TimeoutError:
+                    raise PatternTimeout(len(text), self.timeout) from None
             else:
-                held[check] = lower is None or any(literal in lower for literal in check.literals)
-        return held[check]
+                held[k] = lower is None or any(literal in lower for literal in check.literals)
+        return held[k]  # type: ignore[return-value]
 
     def _finditer(self, pattern: regex.Pattern[str], text: str, deadline: float) -> Iterator[regex.Match[str]]:
+        try:
+            yield from pattern.finditer(text, timeout=self._remaining(text, deadline))
+        except TimeoutError:
+            raise PatternTimeout(len(text), self.timeout) from None
+
+    def _remaining(self, text: str, deadline: float) -> float:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise PatternTimeout(len(text), self.timeout)
-        try:
-            yield from pattern.finditer(text, timeout=remaining)
-        except TimeoutError:
-            raise PatternTimeout(len(text), self.timeout) from None
+        return remaining
 
 
 def _longest(spans: Iterable[Span]) -> list[Span]:
