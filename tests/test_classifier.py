@@ -12,6 +12,7 @@ import pytest
 
 from anonymizer.classifier.features import Tokens
 from anonymizer.classifier.model import (
+    BATCH_NOTES,
     DEFAULT_MODEL,
     Model,
     SvmDetector,
@@ -220,3 +221,19 @@ def test_recall_heuristics_on_fragments():
     notes = [(tokens, flagged, [2.0 if f else -1.0 for f in flagged]), (Tokens.of("nessenson paged"), [None, None], [-1.0, -1.0])]
     spread = postprocess.propagate(notes, confident=0.0)
     assert spread[1] == {0: "DOCTOR"}
+
+
+def test_a_patients_notes_scored_together_equal_note_by_note(tmp_path, corpus):
+    """analyse_many batches a patient's notes into one lookup and gather pass; the result must be
+    what scoring each note alone gives, whatever the notes' sizes (an empty note included) and
+    across the batches of BATCH_NOTES."""
+    train([corpus], tmp_path / "m.json.gz", TrainingOptions(c=0.5, threshold=-0.5))
+    detector = SvmDetector(Model.load(tmp_path / "m.json.gz"), corpus.lists)
+    notes = [(n.text, []) for n in corpus.notes[:40]] * 2 + [("", []), ("Seen by Dr Lee.", [])]
+    assert len(notes) > BATCH_NOTES
+    record = PatientRecord("x", names=("JOHN", "DOE"))
+    together = detector.analyse_many(record, notes)
+    alone = [detector.analyse(text, record, spans) for text, spans in notes]
+    assert [a.spans for a in together] == [a.spans for a in alone]
+    for a, b in zip(together, alone):
+        np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-12)

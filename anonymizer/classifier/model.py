@@ -38,6 +38,7 @@ FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
+BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
 CACHE_KEYS = 200_000  # cached keys of a group before its cache starts again (at most about 70 MB)
 
 
@@ -237,17 +238,20 @@ class SvmDetector:
         return self.analyse_many(record, [(text, rule_spans)])[0]
 
     def analyse_many(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[NoteAnalysis]:
-        """:meth:`analyse` for several notes of one patient, scored in one batch."""
-        prepared = []
-        for text, rule_spans in notes:
-            tokens = Tokens.of(text)
-            rule_cats = _covered(tokens, rule_spans, self.model.confirm)
-            prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
-        values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
-        analyses, start = [], 0
-        for text, tokens, rule_cats, _ in prepared:
-            analyses.append(self._flag(text, tokens, rule_cats, values[start : start + len(tokens)], cats[start : start + len(tokens)]))
-            start += len(tokens)
+        """:meth:`analyse` for several notes of one patient, scored in batches of BATCH_NOTES."""
+        analyses = []
+        for first in range(0, len(notes), BATCH_NOTES):
+            prepared = []
+            for text, rule_spans in notes[first : first + BATCH_NOTES]:
+                tokens = Tokens.of(text)
+                rule_cats = _covered(tokens, rule_spans, self.model.confirm)
+                prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
+            values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
+            start = 0
+            for text, tokens, rule_cats, _ in prepared:
+                end = start + len(tokens)
+                analyses.append(self._flag(text, tokens, rule_cats, values[start:end], cats[start:end]))
+                start = end
         return analyses
 
     def _flag(self, text: str, tokens: Tokens, rule_cats: list[str | None], values: list[float], cats: list[str]) -> NoteAnalysis:
