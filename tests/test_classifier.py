@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import Tokens
 from anonymizer.classifier.model import (
     BATCH_NOTES,
@@ -207,8 +208,6 @@ def test_runtime_equals_decision_function_on_real_notes():
 
 
 def test_recall_heuristics_on_fragments():
-    from anonymizer.classifier import postprocess
-
     text = "seen by E. Nessenson NP; SELLVI D/O BALA; wife Janet called; son is here"
     tokens = Tokens.of(text)
     flagged = [None] * len(tokens)
@@ -237,3 +236,9 @@ def test_a_patients_notes_scored_together_equal_note_by_note(tmp_path, corpus):
     assert [a.spans for a in together] == [a.spans for a in alone]
     for a, b in zip(together, alone):
         np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("text", ["PT SEEN BY DR X", "Pt seen by Dr X", "AAAAb", "AAAAAb", "", "123 /", "ÉCOLE àb", "École ÀB"])
+def test_all_caps_test_counts_letters_as_the_regex_does(text):
+    letters, upper = len(postprocess.LETTER.findall(text)), len(postprocess.UPPER.findall(text))
+    assert postprocess._mostly_capitals(text) == (letters > 0 and upper > 0.8 * letters)

@@ -74,3 +74,12 @@ def test_never_fails_and_stays_in_bounds(text, doctors, places):
     for span in detector(text, RECORD):
         assert 0 <= span.start < span.end <= len(text)
         assert span.category in ("DOCTOR", "LOCATION")
+
+
+@given(st.text(alphabet="TanTockSengHOSPITALhealeyAngMoKio ,.-\n3ſK", max_size=80))
+def test_ascii_notes_searched_lower_cased_find_what_ignoring_case_finds(text):
+    """ASCII notes take the lower-cased search; it must match exactly what the case-insensitive
+    pattern matches (the others, with "ſ" or the Kelvin sign, take that pattern itself)."""
+    detector = ListDetector(LISTS)
+    expected = [(m.start(), m.end()) for m in detector._pattern.finditer(text)]
+    assert [(s.start, s.end) for s in detector(text, RECORD)] == expected

@@ -16,6 +16,7 @@ docs/classifier.md reports what each adds and costs on the development corpus.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 
 import regex
@@ -29,6 +30,7 @@ RELATIVE_CUES = frozenset({"son", "daughter", "dtr", "wife", "husband", "spouse"
                            "father", "dad", "brother", "sister", "niece", "nephew", "aunt", "uncle", "grandson",
                            "granddaughter", "cousin", "fiance", "fiancee", "sons", "daughters"})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
+ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
 
 
@@ -53,6 +55,16 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
     return word[0].isupper()
 
 
+def _mostly_capitals(text: str) -> bool:
+    """Whether more than 80 % of the note's letters are capitals (an all-caps note)."""
+    if text.isascii():  # counted by deleting bytes, at C speed
+        raw = text.encode("ascii")
+        letters, upper = len(raw) - len(raw.translate(None, ASCII_LETTERS)), len(raw) - len(raw.translate(None, ASCII_UPPER))
+    else:
+        letters, upper = len(LETTER.findall(text)), len(UPPER.findall(text))
+    return letters > 0 and upper > 0.8 * letters
+
+
 def _gap(text: str, tokens: Tokens, left: int) -> str:
     return text[tokens.ends[left] : tokens.starts[left + 1]]
 
@@ -66,8 +78,7 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         if category not in NAME_CATEGORIES:
             continue
         if all_caps is None:
-            letters = len(LETTER.findall(text))
-            all_caps = letters > 0 and len(UPPER.findall(text)) > 0.8 * letters
+            all_caps = _mostly_capitals(text)
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added:
