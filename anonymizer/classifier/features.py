@@ -377,10 +377,12 @@ class FeatureExtractor:
                     extra.setdefault(i, []).append(f"record:{kind}=" + bands[lowers[i]])
         if "rules" in c and rule_cats is not None:
             flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
-            for j in flagged:
-                mark((j,), "rules:self:" + rule_cats[j])
-                mark((j + 1,), "rules:-1:" + rule_cats[j])
-                mark((j - 1,), "rules:+1:" + rule_cats[j])
+            for j in flagged:  # the token itself, the one after it, the one before it
+                extra.setdefault(j, []).append("rules:self:" + rule_cats[j])
+                if j + 1 < n:
+                    extra.setdefault(j + 1, []).append("rules:-1:" + rule_cats[j])
+                if j > 0:
+                    extra.setdefault(j - 1, []).append("rules:+1:" + rule_cats[j])
             for cat in sorted({rule_cats[j] for j in flagged}):
                 # tokens with a token of this category within RULE_WINDOW, itself not counted
                 near = {i for j in flagged if rule_cats[j] == cat for i in range(j - RULE_WINDOW, j + RULE_WINDOW + 1) if i != j}

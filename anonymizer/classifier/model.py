@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
@@ -204,7 +204,7 @@ class SvmDetector:
             if group not in notes[0]:
                 continue  # its feature classes are off
             pad = len(notes[0][group]) - sizes[0]  # keys beyond the tokens (the edges), the same in every note
-            keys = [key for slots in notes for key in slots[group]]
+            keys = list(chain.from_iterable(slots[group] for slots in notes))
             rows = self._rows[group]
             if group == "pair":
                 found = list(map(rows.get, keys, repeat(0)))
