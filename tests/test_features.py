@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, strategies as st
+
 from anonymizer.classifier.features import (
+    _LABEL,
     FEATURE_CLASSES,
     FeatureExtractor,
     PhraseMatcher,
@@ -119,3 +124,15 @@ def test_empty_and_symbol_only_text():
     extractor = FeatureExtractor()
     assert extractor.features("")[1] == []
     assert extractor.features(" -- ** \n ")[1] == []
+
+
+@given(st.text(alphabet="ab AB:;.\n\t*-/1", max_size=60))
+def test_headings_found_as_by_one_pattern_anchored_at_the_start_too(text):
+    """section_headings tries the note's start apart from the other anchors (for speed); the
+    headings must be those of the single pattern whose anchor may also be "^"."""
+    one = re.compile(r"(?:^|\n|[;.]\s)" + _LABEL)
+    starts = Tokens.of(text).starts
+    names = ["none"] + [" ".join(m.group(1).lower().split()[:2]) for m in one.finditer(text)]
+    positions = [m.start(1) for m in one.finditer(text)]
+    expected = [names[sum(p <= s for p in positions)] for s in starts]
+    assert section_headings(text, starts) == expected

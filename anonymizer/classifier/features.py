@@ -51,11 +51,14 @@ FEATURE_CLASSES: tuple[str, ...] = (
 RULE_WINDOW = 3
 CACHE_LIMIT = 200_000  # entries per cache; a cache that fills is emptied, so memory stays flat
 
-# A heading: a short label followed by a colon, at the start of a line or after ";" or ". ".
-# (The standard library's engine runs this pattern twice as fast as the regex module's.)
 CHUNK = regex.compile(r"\S+")
 SPACE = regex.compile(r"\s")
-HEADING = re.compile(r"(?:^|\n|[;.]\s)[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])")
+# A heading: a short label followed by a colon, at the start of the note or of a line, or after
+# ";" or ". ".  The note's start is tried apart: a pattern that may match at "^" is tried at every
+# position, one that starts with a character class only where that class matches (twice as
+# fast).  (And the standard library's engine runs these twice as fast as the regex module's.)
+_LABEL = r"[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])"
+HEADING_AT_START, HEADING = re.compile(_LABEL), re.compile(r"(?:\n|[;.]\s)" + _LABEL)
 WINDOW = 2
 CUE_WINDOW = 4
 
@@ -226,7 +229,9 @@ class Tokens:
 def section_headings(text: str, starts: Sequence[int]) -> list[str]:
     positions: list[int] = []
     names: list[str] = []
-    for m in HEADING.finditer(text):
+    first = HEADING_AT_START.match(text)
+    headings = [first, *HEADING.finditer(text, first.end())] if first else HEADING.finditer(text)
+    for m in headings:
         positions.append(m.start(1))
         names.append(" ".join(m.group(1).lower().split()[:2]))
     if not names:
