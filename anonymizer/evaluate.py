@@ -426,7 +426,7 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
     """
     from sklearn.model_selection import GroupKFold
 
-    from anonymizer.classifier.model import WEAK, Model
+    from anonymizer.classifier.model import WEAK, Model, weakest_part
     from anonymizer.classifier.train import TrainingOptions, fit, gazetteer_features
 
     options = options or TrainingOptions()
@@ -449,6 +449,8 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
                 for t, row in enumerate(notes[i].base)
             ]
             values, cats = model.score_rows(feats)
+            if notes[i].rule_cats is not None:  # as SvmDetector.analyse: a weak match stands whole or not at all
+                values = weakest_part(notes[i].note.text, notes[i].tokens, notes[i].rule_cats, values)
             scores[i] = np.array(values)
             categories[i] = cats
             fold_of_note[i] = fold

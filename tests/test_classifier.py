@@ -19,6 +19,7 @@ from anonymizer.classifier.model import (
     SvmDetector,
     _covered,
     load_detector,
+    weakest_part,
     load_model,
 )
 from anonymizer.classifier.train import (
@@ -153,6 +154,17 @@ def test_weak_rule_spans_stand_only_where_the_classifier_agrees(tmp_path, corpus
     agrees = [Span(7, 9, "DATE", "svm")]
     assert detector.combine([weak, strong], agrees) == [weak, strong] + agrees
     assert detector.combine([weak, strong], []) == [strong]
+
+
+
+def test_a_weak_match_is_confirmed_whole_or_not_at_all():
+    text = "PEEP 12-18, on 7/22/93 3.8 40 then 5/10"
+    tokens = Tokens.of(text)  # PEEP 12 18 on 7 22 93 3 8 40 then 5 10
+    cats = [None, "DATE?", "DATE?", None, "DATE?", "DATE?", "DATE?", "DATE?", "DATE?", "DATE?", None, "DATE", "DATE"]
+    scores = [0.0, 1.0, -2.0, 0.0, 0.5, 0.2, 0.9, 3.0, -1.0, 0.7, 0.0, -5.0, 1.0]
+    # "12-18", "7/22/93" and "3.8" take their weakest part's score; "40" (after a space) stays
+    # apart; tokens a strong rule flagged ("5/10" here) are left alone
+    assert weakest_part(text, tokens, cats, scores) == [0.0, -2.0, -2.0, 0.0, 0.2, 0.2, 0.2, -1.0, -1.0, 0.7, 0.0, -5.0, 1.0]
 
 
 def test_patient_propagation_hook(tmp_path, corpus):

@@ -260,6 +260,7 @@ class SvmDetector:
         scores = [float("-inf")] * n
         flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
         spans: list[Span] = []
+        values = weakest_part(text, tokens, rule_cats, values)
         threshold = self.threshold
         for i in range(n):
             if flagged[i] is None:
@@ -322,6 +323,32 @@ class NoteAnalysis:
 def strong_spans(spans: Iterable[Span], confirm: frozenset[str]) -> list[Span]:
     """The rule spans that stand without the classifier: all but those of the `confirm` rules."""
     return [s for s in spans if s.source not in confirm]
+
+
+WEAK_JOINS = frozenset("/-.")
+
+
+def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], scores: Sequence[float]) -> Sequence[float]:
+    """The scores with each weak match's parts given the lowest of their scores, so that a weak
+    rule's match ("12/18", "7/22/93") is confirmed whole or not at all: its parts are runs of
+    tokens only weak rules flagged, joined by a single "/", "-" or ".".  (Confirming a match when
+    any of its parts scored above the threshold let ranges such as "12-18" through on one part;
+    docs/classifier.md.)"""
+    weak = [i for i, c in enumerate(rule_cats) if c is not None and c.endswith(WEAK)]
+    if len(weak) < 2:
+        return scores
+    out = list(scores)
+    run = [weak[0]]
+    for i in weak[1:] + [-1]:  # -1 closes the last run
+        if i == run[-1] + 1 and text[tokens.ends[i - 1] : tokens.starts[i]] in WEAK_JOINS:
+            run.append(i)
+            continue
+        if len(run) > 1:
+            low = min(out[k] for k in run)
+            for k in run:
+                out[k] = low
+        run = [i]
+    return out
 
 
 def _covered(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
