@@ -305,7 +305,7 @@ def train(
     mode: str = typer.Option("multiclass", help="multiclass or binary."),
 ) -> None:
     """Train the local-context SVM deterministically; the same inputs give the same model."""
-    from anonymizer.classifier.train import TrainingOptions, rules_for, train as train_model
+    from anonymizer.classifier.train import TrainingOptions, rule_pipeline, train as train_model
     from anonymizer.corpora import merge_lists
     from anonymizer.corpora import CorpusError, load_corpus
     from anonymizer.evaluate import format_categories, format_curve, format_rows
@@ -319,7 +319,7 @@ def train(
     options = TrainingOptions(mode=mode)
     options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold)) if v is not None})
     command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    card = train_model(loaded, out_model, options, cv=cv, rules=rules_for(merge_lists(*(x.lists for x in loaded))), command=command)
+    card = train_model(loaded, out_model, options, cv=cv, pipeline=rule_pipeline(merge_lists(*(x.lists for x in loaded))), command=command)
     out.print_json(json.dumps({k: v for k, v in card.items() if k != "cv"}))
     if "cv" in card:
         for table in (format_rows(card["cv"]["rows"]), format_categories(card["cv"]["categories"]["union"]), format_curve(card["cv"]["curve"])):

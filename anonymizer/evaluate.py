@@ -266,14 +266,13 @@ def run_evaluation(corpus: Corpus, pipeline=None, cv: int = 0, options=None, tim
 
         options = options or TrainingOptions()
         dataset = build_dataset([corpus], options.feature_classes, rules, options.confirm)
-        result = cross_validate(dataset, options, folds=cv, rules=rules)
+        result = cross_validate(dataset, options, folds=cv, rules=rules, excused=pipeline.excused if pipeline is not None else None)
         summary = result.summary()
         report.update({"cv": cv, "threshold": summary["threshold"], "rows": summary["rows"],
                        "categories": summary["categories"], "curve": summary["curve"]})
         if rules is not None:
             # the recall heuristics one by one, on the union at the model's threshold
-            one_by_one = {"none": {}, **{k: {k: v} for k, v in options.postprocess.items() if v is not None},
-                          "extend_places (off by default)": {"extend_places": True}, "all (as shipped)": None}
+            one_by_one = {"none": {}, **{k: {k: v} for k, v in options.postprocess.items() if v is not None}, "all (as shipped)": None}
             report["heuristics"] = {name: result.counts("union", post=post).row() for name, post in one_by_one.items()}
         report["missed"] = result.counts("union" if rules else "classifier").missed
         return report
@@ -325,6 +324,8 @@ class CVResult:
 
     post: dict = field(default_factory=dict)  # the recall heuristics (TrainingOptions.postprocess)
     all_rules: list[list[str | None]] | None = None  # the same for every rule, the weak ones too (row "rules")
+    excused: Callable[[str, int, int, str], bool] | None = None  # the rules' context exceptions, as at run time
+    _vetoed: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)  # (note, token) -> excused
 
     def predictions(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> list[list[str | None]]:
         """Per note and token: the category predicted by "rules", "classifier" or "union", else None.
@@ -342,7 +343,10 @@ class CVResult:
             if which == "rules":
                 out.append(list((self.all_rules or self.rule_pred)[k]))
                 continue
-            flagged = [r if r is not None else (c if s > th else None) for r, s, c in zip(rules, self.scores[k], self.categories[k])]
+            flagged = [
+                r if r is not None else (c if s > th and not self._excused(k, i) else None)
+                for i, (r, s, c) in enumerate(zip(rules, self.scores[k], self.categories[k]))
+            ]
             additions: dict[int, str] = {}
             if post.get("extend_names"):
                 for i, cat in postprocess.extend_names(data.note.text, data.tokens, flagged).items():
@@ -369,6 +373,18 @@ class CVResult:
                     for i, cat in add.items():
                         out[k][i] = cat
         return out
+
+    def _excused(self, k: int, i: int) -> bool:
+        """Whether the context exceptions drop note k's token i as the classifier labels it
+        (:class:`~anonymizer.classifier.model.SvmDetector` applies them the same way)."""
+        if self.excused is None:
+            return False
+        if (k, i) not in self._vetoed:
+            from anonymizer.classifier.model import joined_run
+
+            data = self.notes[k]
+            self._vetoed[k, i] = self.excused(data.note.text, *joined_run(data.note.text, data.tokens, i), self.categories[k][i])
+        return self._vetoed[k, i]
 
     def counts(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> Counts:
         """Counts for "rules", "classifier" or "union" at `threshold` (default: the model's)."""
@@ -417,7 +433,9 @@ def rule_predictions(notes: Sequence, rules: Predict | None, confirm: frozenset[
     return every, strong
 
 
-def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None = None) -> CVResult:
+def cross_validate(
+    dataset, options=None, folds: int = 10, rules: Predict | None = None, excused: Callable[[str, int, int, str], bool] | None = None
+) -> CVResult:
     """K-fold cross-validation grouped by patient (scikit-learn's GroupKFold: deterministic).
 
     `dataset` is a :class:`anonymizer.classifier.train.Dataset`.  Each fold trains with
@@ -462,7 +480,7 @@ def cross_validate(dataset, options=None, folds: int = 10, rules: Predict | None
     else:
         every, strong = rule_predictions(notes, rules, frozenset(options.confirm))
     return CVResult(folds, options.threshold, notes, scores, categories, strong, fold_of_note,
-                    {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess), every)
+                    {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess), every, excused)
 
 
 def _feature_class(feature: str) -> str:

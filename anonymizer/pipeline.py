@@ -60,6 +60,8 @@ class Pipeline:
     digest: str = ""  # identifies configuration, rules and model: a change reprocesses every note
     # replace(text, merged spans, record): tags, or surrogates derived from the patient's record.
     replace: Callable[[str, Sequence[MergedSpan], PatientRecord], str] = field(default=replace_with_tags)
+    # (text, start, end, category) -> whether the rules' context exceptions drop that text
+    excused: Callable[[str, int, int, str], bool] | None = None
 
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
         return [span for detector in self.detectors for span in detector(text, record)]
@@ -156,17 +158,17 @@ def build_pipeline(
     if classifier.enabled and "svm" not in detectors.disabled:
         from anonymizer.classifier.model import load_detector
 
-        svm = load_detector(classifier, lists)
+        svm = load_detector(classifier, lists, patterns.excused)
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
     digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
     if not surrogates:
-        return Pipeline(enabled, svm, digest)
+        return Pipeline(enabled, svm, digest, excused=patterns.excused)
     from anonymizer.surrogates import build_replacer
 
     replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, groups["record"])
     # The replacer's digest covers its settings and a keyed fingerprint of the secret (never the secret).
-    return Pipeline(enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer)
+    return Pipeline(enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused)
 
 
 def _digest(rules: Path, *parts: object) -> str:

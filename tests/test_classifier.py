@@ -193,6 +193,35 @@ def test_shipped_model_loads_and_runs():
     assert load_detector(ClassifierConfig(), {}).digest == load_detector(ClassifierConfig(), {}).digest
 
 
+def test_a_title_that_is_an_ordinary_word_stands_only_where_the_classifier_agrees():
+    if not DEFAULT_MODEL.is_file():
+        pytest.skip("no shipped model")
+    from anonymizer.config import DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig())
+    text = "pt received general ventilator management overnight"
+    record = PatientRecord("1")
+    rules = pipeline.rule_spans(text, record)
+    assert [(s.source, text[s.start : s.end]) for s in rules] == [("honorific:general", "ventilator")]
+    assert pipeline.classifier.combine(rules, pipeline.classifier(text, record, rules)) == []
+
+
+def test_the_classifiers_dates_obey_the_rules_context_exceptions():
+    if not DEFAULT_MODEL.is_file():
+        pytest.skip("no shipped model")
+    from anonymizer.config import DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    text = "- gout, last flare 3/12 ago\nrecent travel to Perth 3/12 ago\nGCS 15/15"
+    record = PatientRecord("1")
+    plain = load_detector(ClassifierConfig(threshold=-3.0), {})  # no exceptions: low threshold flags the numbers
+    assert any(s.category == "DATE" for s in plain(text, record, []))
+    pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(threshold=-3.0))
+    found = pipeline.classifier(text, record, pipeline.rule_spans(text, record))
+    assert not [s for s in found if s.category == "DATE"]
+
+
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):
     from anonymizer.config import ConfigError
 
@@ -220,18 +249,28 @@ def test_runtime_equals_decision_function_on_real_notes():
 
 
 def test_recall_heuristics_on_fragments():
-    text = "seen by E. Nessenson NP; SELLVI D/O BALA; wife Janet called; son is here"
+    text = "seen by E. Nessenson NP; SELLVI D/O BALA; wife Janet called; son is here; with Prof. Kwek"
     tokens = Tokens.of(text)
     flagged = [None] * len(tokens)
     flagged[tokens.words.index("Nessenson")] = "DOCTOR"
     flagged[tokens.words.index("SELLVI")] = "PATIENT"
+    flagged[tokens.words.index("Kwek")] = "DOCTOR"
     added = postprocess.extend_names(text, tokens, flagged)
-    assert {tokens.words[i] for i in added} == {"E"}  # not "D" of "D/O", not "NP", not "seen"
+    assert {tokens.words[i] for i in added} == {"E"}  # not "D" of "D/O", not "NP", not "seen", not the title "Prof"
     rel = postprocess.relative_cues(text, tokens, flagged)
     assert {tokens.words[i] for i in rel} == {"Janet"}  # not "is"/"here"
     notes = [(tokens, flagged, [2.0 if f else -1.0 for f in flagged]), (Tokens.of("nessenson paged"), [None, None], [-1.0, -1.0])]
     spread = postprocess.propagate(notes, confident=0.0)
     assert spread[1] == {0: "DOCTOR"}
+
+
+def test_a_place_goes_on_over_the_words_of_a_facility_name():
+    text = "transfer to Baltimore Rehab of the county\nHospital notified"
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    flagged[tokens.words.index("Baltimore")] = "LOCATION"
+    added = postprocess.extend_places(text, tokens, flagged)
+    assert {tokens.words[i] for i in added} == {"Rehab", "of"}  # "the" ends it; "Hospital" is on the next line
 
 
 def test_a_patients_notes_scored_together_equal_note_by_note(tmp_path, corpus):

@@ -87,6 +87,17 @@ def test_exception_alone_keeps_the_case_unflagged(rules: list[Rule], case: dict)
     assert flagged(keeping(rules, lambda e: False), case["text"]) != case["expect"], "no rule matches anyway"
 
 
+@pytest.mark.parametrize(
+    ("text", "part", "expected"),
+    [("gout, last flare 3/12 ago", "3/12", True), ("GCS 15/15 on rounds", "15/15", True), ("seen on 3/12 by ortho", "3/12", False)],
+)
+def test_the_exceptions_of_a_category_judge_any_text(detector: PatternDetector, text: str, part: str, expected: bool) -> None:
+    """What the classifier asks of a date it found: the same exceptions as the date rules'."""
+    start = text.index(part)
+    assert detector.excused(text, start, start + len(part), "DATE") is expected
+    assert not detector.excused(text, start, start + len(part), "DOCTOR")
+
+
 def test_every_rule_has_a_positive_case(rules: list[Rule]) -> None:
     covered = {name for case in CASES["case"] for name in case.get("rules", ())}
     assert {rule.name for rule in rules} == covered

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, repeat
@@ -39,6 +39,8 @@ MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
+# (text, start, end, category) -> whether a context exception drops text[start:end] (PatternDetector.excused)
+Excused = Callable[[str, int, int, str], bool]
 CACHE_KEYS = 200_000  # cached keys of a group before its cache starts again (at most about 70 MB)
 
 
@@ -143,9 +145,12 @@ class SvmDetector:
 
     name = "svm"
 
-    def __init__(self, model: Model, lists: Mapping[str, Sequence[str]], threshold: float | None = None) -> None:
+    def __init__(
+        self, model: Model, lists: Mapping[str, Sequence[str]], threshold: float | None = None, excused: Excused | None = None
+    ) -> None:
         self.model = model
         self.threshold = model.threshold if threshold is None else float(threshold)
+        self.excused = excused
         self.digest = f"{model.digest}:{self.threshold!r}"
         self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
         self._rows: dict[str, dict] = {}
@@ -265,7 +270,7 @@ class SvmDetector:
         for i in range(n):
             if flagged[i] is None:
                 scores[i] = values[i]
-                if values[i] > threshold:
+                if values[i] > threshold and not (self.excused and self.excused(text, *joined_run(text, tokens, i), cats[i])):
                     flagged[i] = cats[i]
                     spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
         post = self.model.postprocess
@@ -276,7 +281,7 @@ class SvmDetector:
         if post.get("relative_cues"):
             for i, cat in postprocess.relative_cues(text, tokens, flagged, self.extractor.dictionaries).items():
                 additions.setdefault(i, (cat, "relative_cue"))
-        if post.get("extend_places"):  # measured, off by default (docs/classifier.md)
+        if post.get("extend_places"):
             for i, cat in postprocess.extend_places(text, tokens, flagged).items():
                 additions.setdefault(i, (cat, "extend_place"))
         for i, (cat, rule) in sorted(additions.items()):
@@ -326,6 +331,17 @@ def strong_spans(spans: Iterable[Span], confirm: frozenset[str]) -> list[Span]:
 
 
 WEAK_JOINS = frozenset("/-.")
+
+
+def joined_run(text: str, tokens: Tokens, i: int) -> tuple[int, int]:
+    """The offsets of token i with its neighbours joined to it by a single "/", "-" or "." ("3/12",
+    "15/15", "10-12"): what a context exception judges, as it judges a rule's whole match."""
+    left = right = i
+    while left > 0 and text[tokens.ends[left - 1] : tokens.starts[left]] in WEAK_JOINS:
+        left -= 1
+    while right + 1 < len(tokens) and text[tokens.ends[right] : tokens.starts[right + 1]] in WEAK_JOINS:
+        right += 1
+    return tokens.starts[left], tokens.ends[right]
 
 
 def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], scores: Sequence[float]) -> Sequence[float]:
@@ -386,6 +402,7 @@ def load_model(path: str | Path | None = None) -> Model:
     return _load_cached(str(target.resolve()), target.stat().st_mtime)
 
 
-def load_detector(config: ClassifierConfig, lists: Mapping[str, Sequence[str]]) -> SvmDetector:
-    """The detector the pipeline runs after the rules: `config.model` or the shipped model."""
-    return SvmDetector(load_model(config.model), lists, config.threshold)
+def load_detector(config: ClassifierConfig, lists: Mapping[str, Sequence[str]], excused: Excused | None = None) -> SvmDetector:
+    """The detector the pipeline runs after the rules: `config.model` or the shipped model, its
+    detections subject to the rules' context exceptions (`excused`) when given."""
+    return SvmDetector(load_model(config.model), lists, config.threshold, excused)

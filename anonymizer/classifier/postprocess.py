@@ -5,7 +5,7 @@ flagged) and returns the tokens to add, as ``{index: category}``; none ever remo
 
 * :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson") and
   adjacent capitalised words that are not common English;
-* :func:`extend_places` - a flagged place or hospital across "of", "memorial", "general", ...;
+* :func:`extend_places` - a flagged place or hospital across "of", "memorial", "rehab", "beach", ...;
 * :func:`relative_cues` - the word right after "son", "wife", "daughter" ... when it looks like a
   name (capitalised or in the first-name dictionary, not common English);
 * :func:`propagate` - words confidently flagged as names in one of a patient's notes, flagged in
@@ -17,15 +17,24 @@ docs/classifier.md reports what each adds and costs on the development corpus.
 from __future__ import annotations
 
 import string
+import tomllib
 from collections.abc import Sequence
+from functools import lru_cache
 
 import regex
 
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
+from anonymizer.resources import data_dir
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
-PLACE_CONNECTORS = frozenset({"of", "memorial", "general", "university", "medical", "center", "centre", "hospital", "regional", "community", "county", "st", "saint"})
+# Words that continue a place or hospital's name: "University of Maryland", "Harford Memorial",
+# "Baltimore Rehab", "Ocean City", "Daytona Beach".
+PLACE_CONNECTORS = frozenset({
+    "of", "memorial", "general", "university", "medical", "center", "centre", "hospital", "hosp", "regional",
+    "community", "county", "st", "saint", "rehab", "rehabilitation", "clinic", "institute", "campus", "beach",
+    "park", "heights", "village", "lake", "falls", "valley", "hills", "island", "city",
+})
 RELATIVE_CUES = frozenset({"son", "daughter", "dtr", "wife", "husband", "spouse", "partner", "friend", "mother", "mom",
                            "father", "dad", "brother", "sister", "niece", "nephew", "aunt", "uncle", "grandson",
                            "granddaughter", "cousin", "fiance", "fiancee", "sons", "daughters"})
@@ -36,12 +45,19 @@ COMMON_RANK = 5000  # words among the 5,000 most frequent English words are neve
 
 def _common(word: str, dictionaries: Dictionaries) -> bool:
     rank = dictionaries.english_rank.get(word)
-    return rank is not None and rank < COMMON_RANK and word not in dictionaries.words["first"]
+    return rank is not None and rank < COMMON_RANK and word not in dictionaries.words["first"] and word not in dictionaries.words["last"]
+
+
+@lru_cache(maxsize=1)
+def titles() -> frozenset[str]:
+    """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of it."""
+    rules = tomllib.loads((data_dir("rules") / "honorifics.toml").read_text(encoding="utf-8"))
+    return frozenset(entry["name"].casefold() for entry in rules["honorific"])
 
 
 def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
-    if not word.isalpha():
+    if not word.isalpha() or tokens.lowers[i] in titles():
         return False
     if len(word) == 1:
         # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O"

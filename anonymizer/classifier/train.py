@@ -45,10 +45,15 @@ from anonymizer.record import PatientRecord
 FORMAT = "anonymizer-svm/1"
 GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
 DEFAULT_C = 0.2
-DEFAULT_THRESHOLD = -0.7  # the highest-recall cross-validated point better than deid.pl on both (docs/classifier.md)
+DEFAULT_THRESHOLD = -0.75  # the highest-recall cross-validated point better than deid.pl on both (docs/classifier.md)
 GAZ_INNER_FOLDS = 5
+# Rules whose spans stand only where the classifier flags the token too (docs/classifier.md):
+# numeric dates without a month name, which also match ranges, ratios and settings ("5/10",
+# "12-15"), and the military titles, which in a clinical note are nearly always the adjective
+# ("general ventilator management", "gen weakness").  ("Ms" and "Miss" stay rules of their own:
+# they are real titles in a hospital's notes, where the classifier would lose names.)
 CONFIRM = ("regex:date_dm_numeric", "regex:date_md_numeric", "regex:date_dmy_numeric", "regex:date_mdy_numeric",
-           "regex:date_my_numeric")
+           "regex:date_my_numeric", "honorific:general", "honorific:gen")
 
 
 @dataclass
@@ -63,10 +68,8 @@ class TrainingOptions:
     remainder_only: bool = False  # train on the tokens the rules left only (needs rule_cats)
     phi_weight: float = 1.0  # class weight of the PHI classes ("O" has 1)
     # recall heuristics run after the classifier (see postprocess.py; docs/classifier.md measures them)
-    postprocess: dict = field(default_factory=lambda: {"extend_names": True, "relative_cues": True, "propagate": 0.0})
+    postprocess: dict = field(default_factory=lambda: {"extend_names": True, "relative_cues": True, "extend_places": True, "propagate": 0.0})
     score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
-    # rules whose spans stand only where the classifier flags the token too (docs/classifier.md):
-    # numeric dates without a month name also match ranges, ratios and settings ("5/10", "12-15")
     confirm: tuple[str, ...] = CONFIRM
 
     def as_dict(self) -> dict:
@@ -297,19 +300,20 @@ def train(
     out: Path,
     options: TrainingOptions | None = None,
     cv: int = 0,
-    rules=None,
+    pipeline=None,
     command: str = "",
 ) -> dict:
     """Train on all notes of `corpora`, write the model to `out` and return its model card.
 
     With ``cv`` > 1, the card also holds cross-validated figures (folds grouped by patient) for the
-    classifier alone and, when `rules` (``(text, record) -> list[Span]``) is given, for the rules
-    alone and the union.
+    classifier alone and, when `pipeline` (an :class:`anonymizer.pipeline.Pipeline` of rule
+    detectors) is given, for the rules alone and the union.
     """
     options = options or TrainingOptions()
-    if rules is None and "rules" in options.feature_classes:
+    if pipeline is None and "rules" in options.feature_classes:
         # the "rules" features need the rule detectors: the default configuration's, with the lists
-        rules = rules_for(merge_lists(*(c.lists for c in corpora)))
+        pipeline = rule_pipeline(merge_lists(*(c.lists for c in corpora)))
+    rules = pipeline.rule_spans if pipeline is not None else None
     dataset = build_dataset(corpora, options.feature_classes, rules if "rules" in options.feature_classes else None, options.confirm)
     card: dict = {  # no wall-clock time in it: the same inputs must give the same bytes
         "format": FORMAT,
@@ -326,7 +330,7 @@ def train(
     if cv and cv > 1:
         from anonymizer.evaluate import cross_validate
 
-        card["cv"] = cross_validate(dataset, options, folds=cv, rules=rules).summary()
+        card["cv"] = cross_validate(dataset, options, folds=cv, rules=rules, excused=pipeline.excused if pipeline else None).summary()
     model = fit(dataset.notes, options, dataset.lists)
     model["card"] = card
     data = save_model(model, out)
@@ -336,9 +340,9 @@ def train(
     return card
 
 
-def rules_for(lists: Mapping[str, Sequence[str]]):
+def rule_pipeline(lists: Mapping[str, Sequence[str]]):
     """The rule detectors of the default configuration with these lists (classifier off)."""
     from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.pipeline import build_pipeline
 
-    return build_pipeline(DetectorsConfig(), lists, ClassifierConfig(enabled=False)).rule_spans
+    return build_pipeline(DetectorsConfig(), lists, ClassifierConfig(enabled=False))

@@ -311,6 +311,9 @@ class PatternDetector:
         # included (year, month_alone, date_ordinal); exceptions are not applied.
         dates = [rule for rule in self.rules if rule.category == "DATE"]
         self.date_pattern = regex.compile("|".join(f"(?P<{r.name}>{r.source})" for r in dates) or "(?!)")
+        # per category, the exceptions guarding all of it (not single patterns): see excused()
+        every = {e.name: e for rule in self.rules for e in rule.exceptions}.values()
+        self._guards = {c: tuple(e for e in every if c in e.applies_to) for c in {c for e in every for c in e.applies_to}}
 
     @classmethod
     def from_rules(
@@ -341,6 +344,11 @@ class PatternDetector:
                 if rule.accept(text, found.start(), found.end()):
                     spans.append(Span(found.start(), found.end(), rule.category, self.name, rule.name))
         return _longest(spans)
+
+    def excused(self, text: str, start: int, end: int, category: str) -> bool:
+        """Whether the context exceptions of `category` drop text[start:end] ("3/12 ago" is three
+        months, "GCS 15/15" a score): the classifier's detections obey them as the rules' do."""
+        return any(e.excuses(text, start, end) for e in self._guards.get(category, ()))
 
     def _holds(self, k: int, held: list[bool | None], text: str, lower: str | None, deadline: float) -> bool:
         if held[k] is None:
