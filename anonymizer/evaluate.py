@@ -325,7 +325,7 @@ class CVResult:
     post: dict = field(default_factory=dict)  # the recall heuristics (TrainingOptions.postprocess)
     all_rules: list[list[str | None]] | None = None  # the same for every rule, the weak ones too (row "rules")
     excused: Callable[[str, int, int, str], bool] | None = None  # the rules' context exceptions, as at run time
-    _vetoed: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)  # (note, token) -> excused
+    _vetoes: dict[tuple[int, int], bool] = field(default_factory=dict, repr=False)  # (note, token) -> vetoed
 
     def predictions(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> list[list[str | None]]:
         """Per note and token: the category predicted by "rules", "classifier" or "union", else None.
@@ -344,7 +344,7 @@ class CVResult:
                 out.append(list((self.all_rules or self.rule_pred)[k]))
                 continue
             flagged = [
-                r if r is not None else (c if s > th and not self._excused(k, i) else None)
+                r if r is not None else (c if s > th and not self._vetoed(k, i) else None)
                 for i, (r, s, c) in enumerate(zip(rules, self.scores[k], self.categories[k]))
             ]
             additions: dict[int, str] = {}
@@ -374,17 +374,14 @@ class CVResult:
                         out[k][i] = cat
         return out
 
-    def _excused(self, k: int, i: int) -> bool:
-        """Whether the context exceptions drop note k's token i as the classifier labels it
-        (:class:`~anonymizer.classifier.model.SvmDetector` applies them the same way)."""
-        if self.excused is None:
-            return False
-        if (k, i) not in self._vetoed:
-            from anonymizer.classifier.model import joined_run
+    def _vetoed(self, k: int, i: int) -> bool:
+        """Whether note k's token i stays unflagged whatever its score, as at run time."""
+        if (k, i) not in self._vetoes:
+            from anonymizer.classifier.model import vetoed
 
             data = self.notes[k]
-            self._vetoed[k, i] = self.excused(data.note.text, *joined_run(data.note.text, data.tokens, i), self.categories[k][i])
-        return self._vetoed[k, i]
+            self._vetoes[k, i] = vetoed(data.note.text, data.tokens, i, self.categories[k][i], self.excused)
+        return self._vetoes[k, i]
 
     def counts(self, which: str, threshold: float | None = None, post: Mapping | None = None) -> Counts:
         """Counts for "rules", "classifier" or "union" at `threshold` (default: the model's)."""

@@ -19,6 +19,7 @@ from anonymizer.classifier.model import (
     SvmDetector,
     _covered,
     load_detector,
+    vetoed,
     weakest_part,
     load_model,
 )
@@ -220,6 +221,15 @@ def test_the_classifiers_dates_obey_the_rules_context_exceptions():
     pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(threshold=-3.0))
     found = pipeline.classifier(text, record, pipeline.rule_spans(text, record))
     assert not [s for s in found if s.category == "DATE"]
+
+
+def test_a_title_is_never_taken_for_a_name():
+    text = "follows up with Prof. Kwek at Singapore General Hospital"
+    tokens = Tokens.of(text)
+    prof, general = tokens.words.index("Prof"), tokens.words.index("General")
+    assert vetoed(text, tokens, prof, "DOCTOR", None)
+    assert not vetoed(text, tokens, general, "LOCATION", None)  # part of a hospital's name
+    assert not vetoed(text, tokens, tokens.words.index("Kwek"), "DOCTOR", None)
 
 
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):

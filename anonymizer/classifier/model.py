@@ -270,7 +270,7 @@ class SvmDetector:
         for i in range(n):
             if flagged[i] is None:
                 scores[i] = values[i]
-                if values[i] > threshold and not (self.excused and self.excused(text, *joined_run(text, tokens, i), cats[i])):
+                if values[i] > threshold and not vetoed(text, tokens, i, cats[i], self.excused):
                     flagged[i] = cats[i]
                     spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
         post = self.model.postprocess
@@ -331,6 +331,12 @@ def strong_spans(spans: Iterable[Span], confirm: frozenset[str]) -> list[Span]:
 
 
 WEAK_JOINS = frozenset("/-.")
+
+
+def vetoed(text: str, tokens: Tokens, i: int, category: str, excused: Excused | None) -> bool:
+    """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), or
+    a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15")."""
+    return postprocess.a_title(tokens, i, category) or bool(excused and excused(text, *joined_run(text, tokens, i), category))
 
 
 def joined_run(text: str, tokens: Tokens, i: int) -> tuple[int, int]:

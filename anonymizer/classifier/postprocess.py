@@ -55,6 +55,12 @@ def titles() -> frozenset[str]:
     return frozenset(entry["name"].casefold() for entry in rules["honorific"])
 
 
+def a_title(tokens: Tokens, i: int, category: str) -> bool:
+    """Whether token i is a title that the classifier would take for a name ("Prof." before a
+    doctor's name): the title stays in the text, as the honorific detector leaves it."""
+    return category in NAME_CATEGORIES and tokens.lowers[i] in titles()
+
+
 def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
     if not word.isalpha() or tokens.lowers[i] in titles():
