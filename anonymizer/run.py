@@ -7,6 +7,7 @@ skipped, so a run stopped at any point and started again finishes with every not
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import time
@@ -24,6 +25,10 @@ from anonymizer.source import Batch, Source
 from anonymizer.target import Target
 
 log = logging.getLogger(__name__)
+
+# A note leaves about a hundred container objects alive until its batch is written: at Python's
+# default (700, 10, 10) the collector ran every few notes, about 3 % of a run's CPU.
+GC_THRESHOLD = (50_000, 20, 20)
 
 
 @dataclass
@@ -53,7 +58,16 @@ def prepare(config: Config) -> tuple[Source, Pipeline]:
     """Validate the source against the configuration and build the pipeline, writing nothing."""
     source = Source(config)
     pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
+    _settle_gc()
     return source, pipeline
+
+
+def _settle_gc() -> None:
+    """Keep the loaded rules, lists and model out of every later collection (they live as long as
+    the process), and collect the notes' short-lived objects less often (GC_THRESHOLD)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], bool]) -> tuple[list[NoteResult], int]:
