@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import tomllib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -305,7 +305,11 @@ class PatternDetector:
         self.timeout = timeout
         # the distinct prechecks, and per rule the positions of its own among them
         self._checks: list[Precheck] = list(dict.fromkeys(check for rule in self.rules for check in rule.prechecks))
-        self._plan = [(rule, tuple(self._checks.index(check) for check in rule.prechecks)) for rule in self.rules]
+        # (rule, its prechecks' indices, whether a match needs Rule.accept beyond being non-empty)
+        self._plan = [
+            (rule, tuple(self._checks.index(check) for check in rule.prechecks), bool(rule.validate or rule.exceptions))
+            for rule in self.rules
+        ]
         # Candidate dates for detectors that parse them (e.g. to compare with the date of birth):
         # m.lastgroup names the rule, which tells date_dmy_* from date_mdy_*.  Partial dates are
         # included (year, month_alone, date_ordinal); exceptions are not applied.
@@ -331,42 +335,39 @@ class PatternDetector:
 
         Separate passes rather than one alternation: `regex` tries an alternation branch by
         branch at every position, but skips ahead to a lone pattern's first character, which
-        measured about four times faster on nursing notes.
+        measured about four times faster on nursing notes.  The loop is inlined: with ~20 passes
+        and ~35 precheck tests per note, a generator or method call each cost a quarter of the
+        detector's time.
         """
         deadline = time.monotonic() + self.timeout
         lower = text.lower() if text.isascii() else None
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
         spans = []
-        for rule, needs in self._plan:
-            if not all(self._holds(k, held, text, lower, deadline) for k in needs):
-                continue
-            for found in self._finditer(rule.pattern, text, deadline):
-                if rule.accept(text, found.start(), found.end()):
-                    spans.append(Span(found.start(), found.end(), rule.category, self.name, rule.name))
+        try:
+            for rule, needs, checked in self._plan:
+                if needs and not all(held[k] if held[k] is not None else self._decide(k, held, text, lower, deadline) for k in needs):
+                    continue
+                for found in rule.pattern.finditer(text, timeout=self._remaining(text, deadline)):
+                    start, end = found.span()
+                    if rule.accept(text, start, end) if checked else end > start:
+                        spans.append(Span(start, end, rule.category, self.name, rule.name))
+        except TimeoutError:
+            raise PatternTimeout(len(text), self.timeout) from None
         return _longest(spans)
+
+    def _decide(self, k: int, held: list[bool | None], text: str, lower: str | None, deadline: float) -> bool:
+        """Whether precheck `k` holds in the note (a TimeoutError propagates to the caller)."""
+        check = self._checks[k]
+        if check.pattern is not None:
+            held[k] = check.pattern.search(text, timeout=self._remaining(text, deadline)) is not None
+        else:
+            held[k] = lower is None or any(literal in lower for literal in check.literals)
+        return held[k]  # type: ignore[return-value]
 
     def excused(self, text: str, start: int, end: int, category: str) -> bool:
         """Whether the context exceptions of `category` drop text[start:end] ("3/12 ago" is three
         months, "GCS 15/15" a score): the classifier's detections obey them as the rules' do."""
         return any(e.excuses(text, start, end) for e in self._guards.get(category, ()))
-
-    def _holds(self, k: int, held: list[bool | None], text: str, lower: str | None, deadline: float) -> bool:
-        if held[k] is None:
-            check = self._checks[k]
-            if check.pattern is not None:
-                try:
-                    held[k] = check.pattern.search(text, timeout=self._remaining(text, deadline)) is not None
-                except TimeoutError:
-                    raise PatternTimeout(len(text), self.timeout) from None
-            else:
-                held[k] = lower is None or any(literal in lower for literal in check.literals)
-        return held[k]  # type: ignore[return-value]
-
-    def _finditer(self, pattern: regex.Pattern[str], text: str, deadline: float) -> Iterator[regex.Match[str]]:
-        try:
-            yield from pattern.finditer(text, timeout=self._remaining(text, deadline))
-        except TimeoutError:
-            raise PatternTimeout(len(text), self.timeout) from None
 
     def _remaining(self, text: str, deadline: float) -> float:
         remaining = deadline - time.monotonic()
