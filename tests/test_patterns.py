@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from anonymizer.detectors.patterns import (
     Rule,
     expand,
     load_rules,
+    lowered,
     nric_checksum,
     not_a_range,
     phone_digit_count,
@@ -304,3 +306,60 @@ def test_any_text_gives_spans_within_bounds(detector: PatternDetector, text: str
     for span in detector(text, RECORD):
         assert 0 <= span.start < span.end <= len(text)
         assert span.category in CATEGORIES and span.detector == "regex" and span.rule in names
+
+
+# --- The lower-cased search of ASCII notes ----------------------------------------------------
+
+
+def _spans(pattern: regex.Pattern[str], text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(text)]
+
+
+def test_a_lowered_pattern_finds_the_same_spans_in_every_case_text(rules: list[Rule]) -> None:
+    texts = [case["text"] for case in CASES["case"] + CASES["known_failure"] if case["text"].isascii()]
+    for text in texts + [t.upper() for t in texts]:
+        for rule in rules:
+            if rule.lowered is not None:
+                assert _spans(rule.lowered, text.lower()) == _spans(rule.pattern, text), (rule.name, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS) | st.text(st.characters(max_codepoint=127), max_size=4), max_size=40).map("".join))
+def test_a_lowered_pattern_finds_the_same_spans_in_the_lower_cased_note(rules: list[Rule], text: str) -> None:
+    """The detector searches an ASCII note lower-cased with `Rule.lowered` (faster than ignoring case)."""
+    assert any(rule.lowered for rule in rules)
+    for rule in rules:
+        if rule.lowered is not None:
+            assert _spans(rule.lowered, text.lower()) == _spans(rule.pattern, text), rule.name
+        for check in rule.prechecks:
+            if check.lowered is not None:
+                assert bool(check.lowered.search(text.lower())) == bool(check.pattern.search(text)), rule.name
+
+
+def test_every_case_insensitive_rule_is_lowered_and_the_case_sensitive_one_is_not(rules: list[Rule]) -> None:
+    for rule in rules:
+        assert (rule.lowered is not None) == rule.source.startswith("(?i:"), rule.name
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("(?i:\\bMRN[ \\t]?\\K[A-Z0-9-]{3,20}\\b)", "\\bmrn[ \\t]?\\K[a-z0-9-]{3,20}\\b"),
+        ("(?i:[^]A-Z](?<![\\w+])\\d{2}(?=x))", "[^]a-z](?<![\\w+])\\d{2}(?=x)"),
+        ("(?i:[-A-Z][A-Z-])", "[-a-z][a-z-]"),
+        ("\\bAB\\d", None),  # case-sensitive
+        ("(?i:[A-z])", None),  # a range across cases holds [ \\ ] ^ _ `
+        ("(?i:[+-z])", None),
+        ("(?i:[\\t-z])", None),
+        ("(?i:\\x41)", None),
+        ("(?i:\\p{Lu})", None),
+        ("(?i:(?P<x>a))", None),
+        ("(?i:(?-i:a))", None),
+        ("(?i:[[:alpha:]])", None),
+        ("(?i:\u017f)", None),  # the long s matches s and S when ignoring case
+        ("(?i:(?:ab){e<=1})", None),
+    ],
+)
+def test_lowered_rewrites_only_what_it_can_prove(source: str, expected: str | None) -> None:
+    pattern = lowered(source)
+    assert (pattern and pattern.pattern) == expected
