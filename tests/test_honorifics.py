@@ -105,3 +105,9 @@ TITLE_HEAVY = st.lists(
 def test_never_fails_and_stays_in_bounds(honorifics, text):
     for span in honorifics(text, RECORD):
         assert 0 <= span.start < span.end <= len(text)
+
+
+@given(st.one_of(st.text(st.characters(max_codepoint=127), max_size=200), TITLE_HEAVY.map(" ".join)))
+def test_the_lower_cased_search_of_an_ascii_note_finds_the_same_titles(honorifics, text):
+    text = text.encode("ascii", "replace").decode()
+    assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [m.span() for m in honorifics._title.finditer(text)]

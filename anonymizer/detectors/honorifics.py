@@ -66,7 +66,11 @@ class HonorificDetector:
         self._max_tokens = max_tokens
         titles = "|".join(regex.escape(t) for t in sorted(self._honorifics, key=len, reverse=True))
         after = rf"(?:(?P<dot>\.){DOTTED_GAP.pattern}|{GAP.pattern})"  # "Dr.Tan", "Dr. Tan", "Dr Tan"
-        self._title = regex.compile(rf"(?i)(?<![\w/])(?P<title>{titles}){after}")
+        title = rf"(?<![\w/])(?P<title>{titles}){after}"
+        self._title = regex.compile("(?i)" + title)
+        # The titles are case-folded: in a lower-cased ASCII note (same offsets) they match without
+        # ignoring case, which `regex` does about half as fast.
+        self._title_lower = regex.compile(title) if all(t.isascii() for t in self._honorifics) else None
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
 
@@ -92,8 +96,9 @@ class HonorificDetector:
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         spans = []
         all_caps = text.isupper()
-        for match in self._title.finditer(text):
-            title = match.group("title")
+        lower = self._title_lower is not None and text.isascii()
+        for match in self._title_lower.finditer(text.lower()) if lower else self._title.finditer(text):
+            title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
             tokens = self._tokens(text, match.end())
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
