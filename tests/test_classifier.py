@@ -269,6 +269,14 @@ def test_recall_heuristics_on_fragments():
     assert {tokens.words[i] for i in added} == {"E"}  # not "D" of "D/O", not "NP", not "seen", not the title "Prof"
     rel = postprocess.relative_cues(text, tokens, flagged)
     assert {tokens.words[i] for i in rel} == {"Janet"}  # not "is"/"here"
+    text2 = "per Dr. Vasquez. Await PT eval; both Suzette and Hank are proxies; DRS JOSEPH & Robbinson aware"
+    tokens2 = Tokens.of(text2)
+    flagged2 = [None] * len(tokens2)
+    for word in ("Vasquez", "Suzette", "JOSEPH"):
+        flagged2[tokens2.words.index(word)] = "DOCTOR"
+    added2 = postprocess.extend_names(text2, tokens2, flagged2)
+    assert {"Hank", "Robbinson"} <= {tokens2.words[i] for i in added2}
+    assert "Await" not in {tokens2.words[i] for i in added2}  # a sentence's period ends the name
     notes = [(tokens, flagged, [2.0 if f else -1.0 for f in flagged]), (Tokens.of("nessenson paged"), [None, None], [-1.0, -1.0])]
     spread = postprocess.propagate(notes, confident=0.0)
     assert spread[1] == {0: "DOCTOR"}

@@ -49,6 +49,8 @@ def test_name_tokens_after_a_title(honorifics, text, names):
         ("Dr Tan. Plan", ["Tan"]),
         ("Mr and Mrs Tan", ["Tan"]),
         ("spoke to Dr Tan Mr Lim", ["Tan", "Lim"]),
+        ("DR. KNIGHT AWARE-ORDER FOR LOPRESSOR", ["KNIGHT"]),
+        ("Dr Anderson pronounced pt at 0730", ["Anderson"]),
     ],
 )
 def test_name_stops_at_ordinary_words(honorifics, text, names):
@@ -69,6 +71,8 @@ def test_name_stops_at_ordinary_words(honorifics, text, names):
         ("mild MR grade 2, MS noted", []),
         ("MILD MR NOTED; MR TAN SEEN", ["TAN"]),
         ("seen by DR TAN", ["TAN"]),
+        ("Monitor changes in MS. tolerating feeds; MS worsening", []),  # mental status, period or not
+        ("Dr on call: PROF.AH YAN", ["AH YAN"]),  # a strong title stays strong with its period
     ],
 )
 def test_weak_titles_need_a_name_like_word(honorifics, text, names):

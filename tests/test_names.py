@@ -22,6 +22,16 @@ def test_exact_case_insensitive_and_misspelled_names(names):
     assert found(names, text, record) == ["ANTONETTE", "antonete", "Anotnette", "BRUCER", "Bruce"]
 
 
+def test_a_common_word_in_lower_case_is_no_misspelt_name_in_a_mixed_case_note(names):
+    record = PatientRecord("1", names=("Manning", "Rose"))
+    # "morning" is within the ratio of Manning, but written as the ordinary word; "rose" is the name itself
+    text = "Labs repleted this morning. Mrs Manning and Morning (sic) seen; rose"
+    assert found(names, text, record) == ["Manning", "Morning", "rose"]
+    # all capitals or all lower case say nothing about how a word was meant: recall first
+    assert found(names, "LABS THIS MORNING", record) == ["MORNING"]
+    assert found(names, "labs this morning", record) == ["morning"]
+
+
 def test_ratio_threshold_follows_seed_003(names):
     # "Tans" vs "tan": d = 1, min length 3, ratio 0.333 is not below 0.33.
     record = PatientRecord("1", names=("Tan",))

@@ -104,14 +104,29 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added:
-                gap = _gap(text, tokens, min(i, j) if abs(j - i) == 1 else min(j, j - step))
+                left = min(j, j - step)
+                gap = _gap(text, tokens, left)
                 if "\n" in gap or len(gap.strip(" .")) > 0:
                     break
+                if "." in gap and len(tokens.words[left]) > 1:
+                    break  # a period ends a sentence ("Dr. Vasquez. Await PT eval"), unless after an initial ("E. Nessenson")
                 if not _name_like(text, tokens, j, d, all_caps):
                     break
                 added[j] = category
                 j += step
+        j = _after_and(text, tokens, i)
+        if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
+            added[j] = category  # "Both Suzette and Hank are his proxies"
     return added
+
+
+def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
+    """The token after "and" or "&" that follows token i on the same line, if any."""
+    if i + 1 < len(tokens) and _gap(text, tokens, i).strip() == "&":
+        return i + 1
+    if i + 2 < len(tokens) and tokens.lowers[i + 1] == "and" and _gap(text, tokens, i) == " " and _gap(text, tokens, i + 1) == " ":
+        return i + 2
+    return None
 
 
 def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> dict[int, str]:

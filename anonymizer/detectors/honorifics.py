@@ -103,8 +103,13 @@ class HonorificDetector:
             tokens = self._tokens(text, match.end())
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
             # mitral regurgitation), so it needs a name-like word after it, as a weak title does.
+            # A period after it ("Gen.", "PROF.") makes a title strong, but not a weak one written as
+            # an abbreviation: "changes in MS. Aspiration precautions" is mental status.
             abbreviation = title.isupper() and not all_caps
-            strong = (honorific.strong and not abbreviation) or match.group("dot") is not None
+            dotted = match.group("dot") is not None
+            strong = (honorific.strong and not abbreviation) or (dotted and (honorific.strong or not abbreviation))
+            if abbreviation and tokens and tokens[0].word.islower():
+                continue  # "MS worsening": after an abbreviation a name is not written in lower case
             end = self._name_end(tokens, honorific, strong, _capitalised(title))
             if end is not None:
                 spans.append(Span(tokens[0].start, end, honorific.category, self.name, honorific.name))
@@ -137,8 +142,8 @@ class HonorificDetector:
             if self._is_initial(token, key, after_strong_title=i == 0 and strong):
                 end = token.end
                 continue
-            if key in self._stop or key in self._honorifics:
-                break
+            if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
+                break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
             if i > 0 and tokens[i - 1].connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:

@@ -4,6 +4,10 @@ Every word of a note is compared with every name token of the record; a word is 
 Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison of all of a note's
 distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
 The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
+
+A variant that is also a common word ("morning" for Manning, "dose" for Rose) is taken only where
+it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
+Exact matches, and variants in all-capitals or all-lower-case notes, are always taken.
 """
 
 from __future__ import annotations
@@ -49,7 +53,15 @@ class NameTokens:
 class RecordNames:
     """Flags the patient's names (or their relatives') and their spelling variants."""
 
-    def __init__(self, field: str, category: str, threshold: float, tokens: NameTokens, words: NoteWordCache | None = None) -> None:
+    def __init__(
+        self,
+        field: str,
+        category: str,
+        threshold: float,
+        tokens: NameTokens,
+        words: NoteWordCache | None = None,
+        common: frozenset[str] = frozenset(),
+    ) -> None:
         self.name = "record"
         self._field = field
         self._rule = field.rstrip("s")  # "name" or "relative": what audits show
@@ -57,17 +69,21 @@ class RecordNames:
         self._threshold = threshold
         self._tokens = tokens
         self._words = words or NoteWordCache()
+        self._common = common  # common words: variants only where not written in lower case (module docstring)
         self._index = per_record(self._build_index)
 
     @classmethod
     def from_rules(cls, rules_dir: Path, field: str, category: str, threshold: float) -> "RecordNames":
-        return cls(field, category, threshold, NameTokens(read_word_list(rules_dir / "name_connectors.txt")))
+        return cls.pair(rules_dir, threshold, ((field, category),))[0]
 
     @classmethod
-    def pair(cls, rules_dir: Path, threshold: float) -> list["RecordNames"]:
+    def pair(
+        cls, rules_dir: Path, threshold: float, fields: Iterable[tuple[str, str]] = (("names", "PATIENT"), ("relatives", "RELATIVE"))
+    ) -> list["RecordNames"]:
         """The patient's names (PATIENT) and the relatives' (RELATIVE), sharing one split of each note."""
         tokens, words = NameTokens(read_word_list(rules_dir / "name_connectors.txt")), NoteWordCache()
-        return [cls("names", "PATIENT", threshold, tokens, words), cls("relatives", "RELATIVE", threshold, tokens, words)]
+        common = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
+        return [cls(field, category, threshold, tokens, words, common) for field, category in fields]
 
     def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray, frozenset[str]]:
         tokens = self._tokens(getattr(record, self._field))
@@ -87,6 +103,9 @@ class RecordNames:
             return []
         matches = self._words.spans(text)
         flagged = [w in hits for _, _, w in matches]
+        ordinary = hits.intersection(self._common).difference(long, short)  # approximate matches only
+        if ordinary and not text.isupper() and not text.islower():
+            flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words.letters):
             self._add_initials(text, matches, flagged, initials)
         return self._join(text, matches, flagged)

@@ -24,6 +24,7 @@ MONTHS = tuple(calendar.month_name)[1:]
 WEEKDAYS = tuple(calendar.day_name)
 ORDINALS = frozenset({"st", "nd", "rd", "th"})
 DATE_RULE = regex.compile(r"regex:date_(dmy|mdy|ymd|ydm|dm|md|ym|my)_")
+YEAR_RULES = frozenset({"regex:year_after_event"})  # their match is a year even as two bare digits ("MI 92")
 
 
 @dataclass
@@ -114,7 +115,7 @@ def parse_date(text: str, preferred: Sequence[str] = (), record_dates: Iterable[
     else:
         orders = list(dict.fromkeys([o for o in preferred if len(o) == len(comps)] + list(SHAPE_ORDERS[len(comps)])))
         for order in orders:
-            reading = _read(tokens, kinds, comps, order)
+            reading = _read(tokens, kinds, comps, order, bare_year=order == "y" and "y" in preferred)
             if reading is not None:
                 readings.append(reading)
                 if not record_dates:
@@ -128,7 +129,7 @@ def parse_date(text: str, preferred: Sequence[str] = (), record_dates: Iterable[
     return readings[0]
 
 
-def _read(tokens: list[str], kinds: list[str], comps: list[int], order: str) -> ParsedDate | None:
+def _read(tokens: list[str], kinds: list[str], comps: list[int], order: str, bare_year: bool = False) -> ParsedDate | None:
     parts: dict[str, int] = {}
     for part, index in zip(order, comps):
         token, kind = tokens[index], kinds[index]
@@ -141,7 +142,7 @@ def _read(tokens: list[str], kinds: list[str], comps: list[int], order: str) -> 
             decade = index + 1 < len(kinds) and kinds[index + 1] == "decade"
             if len(token) == 4 and token[:2] in ("19", "20"):
                 parts["y"] = int(token)
-            elif len(token) == 2 and (len(order) > 1 or apostrophe or decade):
+            elif len(token) == 2 and (len(order) > 1 or apostrophe or decade or bare_year):
                 parts["y"] = _year(token)
             else:
                 return None
@@ -234,7 +235,7 @@ def _weekday_word(weekday: int, original: str) -> str:
 
 
 def date_orders(sources: Sequence[str]) -> list[str]:
-    return [m.group(1) for source in sources if (m := DATE_RULE.match(source))]
+    return [m.group(1) for source in sources if (m := DATE_RULE.match(source))] + ["y" for source in sources if source in YEAR_RULES]
 
 
 def shift_days(year: int, month: int, day: int, days: int) -> dt.date:
