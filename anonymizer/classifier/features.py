@@ -42,6 +42,9 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 
 TOKEN = regex.compile(r"[^\W_]+")
+# TOKEN and CHUNK in an ASCII note, where they match exactly these characters: the standard
+# library's engine splits a note about twice as fast as `regex`.
+ASCII_TOKEN = re.compile(r"[A-Za-z0-9]+")
 NAME_WORD = regex.compile(r"[^\W\d_]+")
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -52,6 +55,7 @@ RULE_WINDOW = 3
 CACHE_LIMIT = 200_000  # entries per cache; a cache that fills is emptied, so memory stays flat
 
 CHUNK = regex.compile(r"\S+")
+ASCII_CHUNK = re.compile(r"[^ \t\n\r\f\v]+")  # not re's \S, which also splits at \x1c-\x1f
 SPACE = regex.compile(r"\s")
 # A heading: a short label followed by a colon, at the start of the note or of a line, or after
 # ";" or ". ".  The note's start is tried apart: a pattern that may match at "^" is tried at every
@@ -218,7 +222,7 @@ class Tokens:
 
     @classmethod
     def of(cls, text: str) -> Tokens:
-        matches = list(TOKEN.finditer(text))
+        matches = list((ASCII_TOKEN if text.isascii() else TOKEN).finditer(text))
         words = [m.group() for m in matches]
         return cls([m.start() for m in matches], [m.end() for m in matches], words, [w.lower() for w in words])
 
@@ -349,7 +353,7 @@ class FeatureExtractor:
         if "ortho" in c:
             # the note's first token starts a line; the gap before it is the up to 3 characters there
             out["gap"] = ["\n" + text[max(0, starts[0] - 3) : starts[0]]] + [text[e:s] for e, s in zip(ends, starts[1:])] + [text[ends[-1] : ends[-1] + 3]]
-            chunks = list(CHUNK.finditer(text))
+            chunks = list((ASCII_CHUNK if text.isascii() else CHUNK).finditer(text))
             k = np.searchsorted(np.fromiter((m.start() for m in chunks), dtype=np.int64, count=len(chunks)), starts, side="right") - 1
             out["chunk"] = [chunks[j].group() for j in k.tolist()]
         if "section" in c:
