@@ -163,7 +163,8 @@ class SvmDetector:
 
     def _reset(self, group: str) -> None:
         self._rows[group] = {}
-        self._sums[group] = np.zeros((256, len(GROUPS[group]), self.model.width))
+        # slot-major: each slot's rows are one contiguous table, which `take` gathers fast
+        self._sums[group] = np.zeros((len(GROUPS[group]), 256, self.model.width))
         if group == "pair":
             self._rows[group]["(unknown)"] = 0  # row 0, zero: a bigram the model does not know (keys are tuples)
 
@@ -175,8 +176,8 @@ class SvmDetector:
             return
         slots = GROUPS[group]
         first, index = len(rows), self.model.index
-        while first + len(new) > len(self._sums[group]):
-            self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])])
+        while first + len(new) > self._sums[group].shape[1]:
+            self._sums[group] = np.concatenate([self._sums[group], np.zeros_like(self._sums[group])], axis=1)
         columns: list[int] = []
         ends: list[int] = [0]  # one row per key and slot: its features' columns
         for key in new:
@@ -187,7 +188,8 @@ class SvmDetector:
             (np.ones(len(columns)), np.array(columns, dtype=np.intp), np.array(ends, dtype=np.intp)),
             shape=(len(ends) - 1, len(index)),
         )
-        self._sums[group][first : first + len(new)] = (features @ self.model.matrix).reshape(len(new), len(slots), -1)
+        sums = (features @ self.model.matrix).reshape(len(new), len(slots), -1)
+        self._sums[group][:, first : first + len(new)] = sums.transpose(1, 0, 2)
         rows.update(zip(new, range(first, first + len(new))))
 
     def values(self, slots: Mapping[str, list]) -> np.ndarray:
@@ -226,7 +228,7 @@ class SvmDetector:
             at = np.arange(total) + np.repeat(np.arange(len(notes)) * pad, sizes) if pad else np.arange(total)
             sums = self._sums[group]
             for k, offset in enumerate(offsets.values()):
-                out += sums[ids[at + offset], k]
+                out += sums[k].take(ids[at + offset], axis=0)
         return out
 
     def score_tokens(
