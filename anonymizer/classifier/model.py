@@ -263,18 +263,15 @@ class SvmDetector:
 
     def _flag(self, text: str, tokens: Tokens, rule_cats: list[str | None], values: list[float], cats: list[str]) -> NoteAnalysis:
         """Apply the threshold to one note's scores, then the per-note recall heuristics."""
-        n = len(tokens)
-        scores = [float("-inf")] * n
         flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
         spans: list[Span] = []
         values = weakest_part(text, tokens, rule_cats, values)
+        scores = [value if f is None else float("-inf") for value, f in zip(values, flagged)]
         threshold = self.threshold
-        for i in range(n):
-            if flagged[i] is None:
-                scores[i] = values[i]
-                if values[i] > threshold and not vetoed(text, tokens, i, cats[i], self.excused):
-                    flagged[i] = cats[i]
-                    spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
+        for i in [i for i, score in enumerate(scores) if score > threshold]:  # the few above it
+            if not vetoed(text, tokens, i, cats[i], self.excused):
+                flagged[i] = cats[i]
+                spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
         post = self.model.postprocess
         additions: dict[int, tuple[str, str]] = {}
         if post.get("extend_names"):

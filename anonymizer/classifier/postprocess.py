@@ -96,9 +96,8 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
     all_caps = None  # worked out for the notes that have a flagged name only
     added: dict[int, str] = {}
     n = len(tokens)
-    for i, category in enumerate(flagged):
-        if category not in NAME_CATEGORIES:
-            continue
+    for i in [i for i, category in enumerate(flagged) if category in NAME_CATEGORIES]:
+        category = flagged[i]
         if all_caps is None:
             all_caps = _mostly_capitals(text)
         for step in (-1, 1):
@@ -132,9 +131,8 @@ def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
 def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> dict[int, str]:
     added: dict[int, str] = {}
     n = len(tokens)
-    for i, category in enumerate(flagged):
-        if category not in PLACE_CATEGORIES:
-            continue
+    for i in [i for i, category in enumerate(flagged) if category in PLACE_CATEGORIES]:
+        category = flagged[i]
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added and tokens.lowers[j] in PLACE_CONNECTORS:
@@ -148,9 +146,7 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
 def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
     d = dictionaries or default_dictionaries()
     added: dict[int, str] = {}
-    for i in range(len(tokens) - 1):
-        if tokens.lowers[i] not in RELATIVE_CUES:
-            continue
+    for i in [i for i, lower in enumerate(tokens.lowers[:-1]) if lower in RELATIVE_CUES]:
         j = i + 1
         if tokens.lowers[j] in ("s", "named", "is", "was"):  # "wife's", "son named"
             j += 1
