@@ -121,7 +121,7 @@ class PhraseMatcher:
                     multi.setdefault(tokens[:2], set()).add((tokens, tag))
         self._single = {k: sorted(v) for k, v in single.items()}
         self._multi = {k: sorted(v) for k, v in multi.items()}
-        self._single_words, self._first_pairs = frozenset(self._single), frozenset(self._multi)
+        self._single_words, self._first_words = frozenset(self._single), frozenset(first for first, _ in self._multi)
 
     def __bool__(self) -> bool:
         return bool(self._single or self._multi)
@@ -130,16 +130,17 @@ class PhraseMatcher:
         """Per tag, the positions of the tokens some occurrence of an entry covers (`words`: the
         set of `lowers`, if the caller has it)."""
         covered: dict[str, set[int]] = {}
-        hits = (set(lowers) if words is None else words) & self._single_words  # most notes hold few entries
+        words = set(lowers) if words is None else words
+        hits = words & self._single_words  # most notes hold few entries
         if hits:
             for i in [i for i, word in enumerate(lowers) if word in hits]:
                 for tag in self._single[lowers[i]]:
                     covered.setdefault(tag, set()).add(i)
-        pairs = set(zip(lowers, lowers[1:])) & self._first_pairs if self._multi else None
-        if pairs:
+        firsts = words & self._first_words
+        if firsts:
             n = len(lowers)
-            for i in [i for i, pair in enumerate(zip(lowers, lowers[1:])) if pair in pairs]:
-                for entry, tag in self._multi[lowers[i], lowers[i + 1]]:
+            for i in [i for i, word in enumerate(lowers[:-1]) if word in firsts]:
+                for entry, tag in self._multi.get((lowers[i], lowers[i + 1]), ()):
                     k = len(entry)
                     if i + k <= n and tuple(lowers[i : i + k]) == entry:
                         covered.setdefault(tag, set()).update(range(i, i + k))
