@@ -214,16 +214,16 @@ class SvmDetector:
             keys = list(chain.from_iterable(slots[group] for slots in notes))
             rows = self._rows[group]
             if group == "pair":
-                found = list(map(rows.get, keys, repeat(0)))
+                ids = np.fromiter(map(rows.get, keys, repeat(0)), dtype=np.intp, count=len(keys))
             else:
                 if len(rows) > CACHE_KEYS:  # keep memory flat on an endless vocabulary
                     self._reset(group)
                     rows = self._rows[group]
-                found = list(map(rows.get, keys))
-                if None in found:
+                try:
+                    ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
+                except TypeError:  # a key not cached yet (rows.get gave None)
                     self._add(group, keys)
-                    found = list(map(rows.get, keys))
-            ids = np.array(found, dtype=np.intp)
+                    ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
             # token t of note j sits at t + j * pad in the stacked keys (plus the slot's offset)
             at = np.arange(total) + np.repeat(np.arange(len(notes)) * pad, sizes) if pad else np.arange(total)
             sums = self._sums[group]
