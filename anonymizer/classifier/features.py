@@ -261,7 +261,8 @@ def ratio_bands(lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
     wl = np.fromiter(map(len, words), dtype=np.int32, count=len(words))
     nl = np.fromiter(map(len, names), dtype=np.int32, count=len(names))
     ratio = (distances / np.minimum(wl[:, None], nl[None, :])).min(axis=1)
-    return {words[k]: ratio_band(ratio[k]) for k in np.flatnonzero(ratio < 0.5).tolist()}
+    close = np.flatnonzero(ratio < 0.5)
+    return {words[k]: ratio_band(r) for k, r in zip(close.tolist(), ratio[close].tolist())}  # Python floats compare faster
 
 
 def ratio_band(ratio: float) -> str:
@@ -404,7 +405,8 @@ class FeatureExtractor:
                 mark(range(j - CUE_WINDOW, j), "cue:+" + lowers[j])
         out: list[tuple[str, ...]] = [()] * n
         for i, features in extra.items():
-            out[i] = tuple(dict.fromkeys(features))  # a feature is binary: a cue word twice in the window counts once
+            # a feature is binary: a cue word twice in the window counts once
+            out[i] = (features[0],) if len(features) == 1 else tuple(dict.fromkeys(features))
         return out
 
     def _record_bands(self, words: set[str], names: Sequence[str]) -> dict[str, str]:
@@ -423,7 +425,7 @@ class FeatureExtractor:
         if new:
             bands.update(ratio_bands(list(new), name_tokens(names)))
             seen |= new
-        return {w: bands[w] for w in words if w in bands}
+        return {w: bands[w] for w in bands.keys() & words}
 
     # -- features: what each key gives -------------------------------------------------------
 
