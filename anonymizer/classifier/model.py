@@ -248,9 +248,10 @@ class SvmDetector:
         """:meth:`analyse` for several notes of one patient, scored in batches of BATCH_NOTES."""
         analyses = []
         for first in range(0, len(notes), BATCH_NOTES):
+            batch = [(text, Tokens.of(text), rule_spans) for text, rule_spans in notes[first : first + BATCH_NOTES]]
+            self.extractor.prime(record, chain.from_iterable(tokens.lowers for _, tokens, _ in batch))
             prepared = []
-            for text, rule_spans in notes[first : first + BATCH_NOTES]:
-                tokens = Tokens.of(text)
+            for text, tokens, rule_spans in batch:
                 rule_cats = _covered(tokens, rule_spans, self.model.confirm)
                 prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
             values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
