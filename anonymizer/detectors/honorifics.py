@@ -107,7 +107,7 @@ class HonorificDetector:
             # an abbreviation: "changes in MS. Aspiration precautions" is mental status.
             abbreviation = title.isupper() and not all_caps
             dotted = match.group("dot") is not None
-            strong = (honorific.strong and not abbreviation) or (dotted and (honorific.strong or not abbreviation))
+            strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
             if abbreviation and tokens and tokens[0].word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
             end = self._name_end(tokens, honorific, strong, _capitalised(title))

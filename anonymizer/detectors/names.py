@@ -5,7 +5,7 @@ Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison 
 distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
 The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
 
-A variant that is also a common word ("morning" for Manning, "dose" for Rose) is taken only where
+A variant that is also a common word ("morning" or "running" for Manning) is taken only where
 it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
 Exact matches, and variants in all-capitals or all-lower-case notes, are always taken.
 """
