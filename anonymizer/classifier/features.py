@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +266,11 @@ def ratio_bands(lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
     return {words[k]: ratio_band(r) for k, r in zip(close.tolist(), ratio[close].tolist())}  # Python floats compare faster
 
 
+def rule_features(category: str) -> tuple[str, str, str]:
+    """The features a rule's category gives its token, the next one and the previous one."""
+    return "rules:self:" + category, "rules:-1:" + category, "rules:+1:" + category
+
+
 def ratio_band(ratio: float) -> str:
     return "exact" if ratio == 0 else "lt20" if ratio < 0.2 else "lt34" if ratio < 0.34 else "lt50"
 
@@ -275,7 +281,6 @@ GROUPS: dict[str, dict[str, int]] = {
     "gap": {"before": 0, "after": 1},
     "chunk": {"chunk": 0},
     "section": {"section": 0},
-    "extra": {"extra": 0},
 }
 """How a token's features are put together.  :meth:`FeatureExtractor.slots` gives, per group, a
 list of keys; token i's key for a slot is its group's key at position i + offset, and its features
@@ -289,12 +294,16 @@ are the union over slots of what that key gives (:meth:`FeatureExtractor.slot_fe
   before the token and after it (punctuation touching it, line start, chunk start);
 * ``chunk``: the whitespace-delimited chunk holding the token; ``section``: the heading the token
   sits under;
-* ``extra``: a tuple of ready-made feature names (phrases, record bands, lists, gazetteers, the
-  rules' neighbouring categories, cue words), empty for most tokens.
 
 Keys repeat across tokens and notes, so the run-time scorer caches, per group and key, the summed
 weights of each slot's features (anonymizer/classifier/model.py), and training expands the same
-keys into feature names: one definition for both."""
+keys into feature names: one definition for both.
+
+Besides the groups, ``slots()["extra"]`` holds the features of the rarer kinds (phrases, record
+bands, lists, gazetteers, the rules' neighbouring categories, cue words) as :data:`Marks`: about
+half of a note's tokens get one, in combinations too varied to be worth a key of their own, so
+the scorer adds each mark's weights directly."""
+Marks = tuple[list[int], list[str]]  # (token positions, feature names), one mark per pair
 SLOTS: tuple[str, ...] = tuple(slot for slots in GROUPS.values() for slot in slots)
 
 
@@ -324,6 +333,7 @@ class FeatureExtractor:
         self._bands: dict[tuple[str, ...], tuple[set[str], dict[str, str]]] = {}  # per record's names: words seen, bands
         self._slot_cache: dict[str, dict] = {slot: {} for slot in SLOTS}
         self._dict_cache: dict[str, tuple[str, ...]] = {}
+        self._cue_features = {w: ("cue:-" + w, "cue:+" + w) for w in self.dictionaries.cues}  # made once, not per note
 
     def dict_tags(self, lower: str) -> tuple[str, ...]:
         tags = self._dict_cache.get(lower)
@@ -360,54 +370,65 @@ class FeatureExtractor:
             out["chunk"] = [chunks[j].group() for j in k.tolist()]
         if "section" in c:
             out["section"] = section_headings(text, starts)
-        out["extra"] = self._extra(tokens, record, rule_cats)
+        out["extra"] = self._extra(tokens, record, rule_cats)  # type: ignore[assignment]
         return out
 
-    def _extra(self, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None) -> list[tuple[str, ...]]:
-        """The features of the rarer kinds, as one tuple per token (mostly empty)."""
+    def _extra(self, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None) -> Marks:
+        """The features of the rarer kinds, which only some tokens get, as marks: token i has
+        feature f for each i, f in zip(*marks).  No mark repeats: a feature is binary."""
         n = len(tokens)
         c = self.classes
         lowers = tokens.lowers
         words = set(lowers)
-        extra: dict[int, list[str]] = {}  # only the few tokens that get a feature
+        at: list[int] = []
+        names: list[str] = []
 
         def mark(positions: Iterable[int], feature: str) -> None:
-            for i in positions:
-                if 0 <= i < n:
-                    extra.setdefault(i, []).append(feature)
+            inside = [i for i in positions if 0 <= i < n]
+            at.extend(inside)
+            names.extend(repeat(feature, len(inside)))
 
         for feature, covered in sorted(self.phrases.cover(lowers, words).items()):
             mark(covered, feature)
             if feature.startswith("lists:"):  # a list entry marks its neighbours too
-                mark((i + 1 for i in covered), "lists:-1:" + feature[6:])
-                mark((i - 1 for i in covered), "lists:+1:" + feature[6:])
+                mark([i + 1 for i in covered], "lists:-1:" + feature[6:])
+                mark([i - 1 for i in covered], "lists:+1:" + feature[6:])
         if "record" in c and record is not None:
-            for kind, names in (("pt", record.names), ("rel", record.relatives)):
-                bands = self._record_bands(words, names)
+            for kind, values in (("pt", record.names), ("rel", record.relatives)):
+                bands = self._record_bands(words, values)
                 for i in [i for i, w in enumerate(lowers) if w in bands] if bands else ():
-                    extra.setdefault(i, []).append(f"record:{kind}=" + bands[lowers[i]])
+                    at.append(i)
+                    names.append(f"record:{kind}=" + bands[lowers[i]])
         if "rules" in c and rule_cats is not None:
             flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
             for j in flagged:  # the token itself, the one after it, the one before it
-                extra.setdefault(j, []).append("rules:self:" + rule_cats[j])
+                here, after, before = rule_features(rule_cats[j])
+                at.append(j)
+                names.append(here)
                 if j + 1 < n:
-                    extra.setdefault(j + 1, []).append("rules:-1:" + rule_cats[j])
+                    at.append(j + 1)
+                    names.append(after)
                 if j > 0:
-                    extra.setdefault(j - 1, []).append("rules:+1:" + rule_cats[j])
+                    at.append(j - 1)
+                    names.append(before)
             for cat in sorted({rule_cats[j] for j in flagged}):
                 # tokens with a token of this category within RULE_WINDOW, itself not counted
                 near = {i for j in flagged if rule_cats[j] == cat for i in range(j - RULE_WINDOW, j + RULE_WINDOW + 1) if i != j}
                 mark(near, "rules:near:" + cat)
-        if "cue" in c:
-            cues = self.dictionaries.cues
-            for j in [j for j, w in enumerate(lowers) if w in cues] if not words.isdisjoint(cues) else ():
-                mark(range(j + 1, j + 1 + CUE_WINDOW), "cue:-" + lowers[j])
-                mark(range(j - CUE_WINDOW, j), "cue:+" + lowers[j])
-        out: list[tuple[str, ...]] = [()] * n
-        for i, features in extra.items():
-            # a feature is binary: a cue word twice in the window counts once
-            out[i] = (features[0],) if len(features) == 1 else tuple(dict.fromkeys(features))
-        return out
+        if "cue" in c and not words.isdisjoint(self.dictionaries.cues):
+            cues = self._cue_features
+            last: dict[str, int] = {}  # per cue word, its previous position: windows must not overlap
+            for j in [j for j, w in enumerate(lowers) if w in cues]:
+                after, before = cues[lowers[j]]
+                previous = last.get(lowers[j], -n)
+                last[lowers[j]] = j
+                following = range(max(j + 1, previous + 1 + CUE_WINDOW), min(n, j + 1 + CUE_WINDOW))
+                preceding = range(max(0, j - CUE_WINDOW, previous), j)
+                at.extend(following)
+                names.extend(repeat(after, len(following)))
+                at.extend(preceding)
+                names.extend(repeat(before, len(preceding)))
+        return at, names
 
     def prime(self, record: PatientRecord | None, lowers: Iterable[str]) -> None:
         """Work out the record bands of several notes' words at once (the notes of one patient):
@@ -482,8 +503,6 @@ class FeatureExtractor:
             out.append("ortho:chunk=" + chunk_shape(key))
         elif slot == "section":
             out.append("section=" + key)
-        elif slot == "extra":
-            return key
         return tuple(out)
 
     def _word(self, word: str) -> tuple[str, ...]:
@@ -515,8 +534,12 @@ class FeatureExtractor:
         """All feature names of every token of `text` (for training and inspection)."""
         tokens = tokens or Tokens.of(text)
         out: list[list[str]] = [[] for _ in range(len(tokens))]
-        for group, keys in self.slots(text, tokens, record, rule_cats).items():
+        slots = self.slots(text, tokens, record, rule_cats)
+        at, names = slots.pop("extra", ((), ()))
+        for group, keys in slots.items():
             for slot, offset in GROUPS[group].items():
                 for feats, key in zip(out, keys[offset:]):
                     feats += self.slot_features(slot, key)
+        for i, feature in zip(at, names):
+            out[i].append(feature)
         return tokens, out

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import sparse
 
 from anonymizer.classifier import postprocess
-from anonymizer.classifier.features import GROUPS, FeatureExtractor, Tokens
+from anonymizer.classifier.features import GROUPS, FeatureExtractor, Marks, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
@@ -229,7 +229,18 @@ class SvmDetector:
             sums = self._sums[group]
             for k, offset in enumerate(offsets.values()):
                 out += sums[k].take(ids[at + offset], axis=0)
+        self._add_marks(out, [slots["extra"] for slots in notes], sizes)
         return out
+
+    def _add_marks(self, out: np.ndarray, marks: Sequence[Marks], sizes: Sequence[int]) -> None:
+        """Add to `out` the weights of each note's marks (features.Marks)."""
+        at = np.fromiter(chain.from_iterable(at for at, _ in marks), dtype=np.intp)
+        at += np.repeat(np.cumsum([0, *sizes[:-1]]), [len(at) for at, _ in marks])  # the note's first row
+        rows = np.fromiter(map(self.model.index.get, chain.from_iterable(names for _, names in marks), repeat(-1)), dtype=np.intp, count=len(at))
+        known = rows >= 0
+        at, weights = at[known], self.model.matrix[rows[known]]
+        for k in range(out.shape[1]):
+            out[:, k] += np.bincount(at, weights[:, k], minlength=len(out))
 
     def score_tokens(
         self, text: str, record: PatientRecord | None, tokens: Tokens | None = None, rule_spans: Sequence[Span] = ()
@@ -269,8 +280,9 @@ class SvmDetector:
         values = weakest_part(text, tokens, rule_cats, values)
         scores = [value if f is None else float("-inf") for value, f in zip(values, flagged)]
         threshold = self.threshold
+        excused = _once_per_run(self.excused) if self.excused is not None else None
         for i in [i for i, score in enumerate(scores) if score > threshold]:  # the few above it
-            if not vetoed(text, tokens, i, cats[i], self.excused):
+            if not vetoed(text, tokens, i, cats[i], excused):
                 flagged[i] = cats[i]
                 spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
         post = self.model.postprocess
@@ -331,6 +343,20 @@ def strong_spans(spans: Iterable[Span], confirm: frozenset[str]) -> list[Span]:
 
 
 WEAK_JOINS = frozenset("/-.")
+
+
+def _once_per_run(excused: Excused) -> Excused:
+    """`excused` remembering its verdicts within one note: the tokens of a run ("3/12") above the
+    threshold are each judged on the whole run."""
+    verdicts: dict[tuple[int, int, str], bool] = {}
+
+    def judge(text: str, start: int, end: int, category: str) -> bool:
+        key = (start, end, category)
+        if key not in verdicts:
+            verdicts[key] = excused(text, start, end, category)
+        return verdicts[key]
+
+    return judge
 
 
 def vetoed(text: str, tokens: Tokens, i: int, category: str, excused: Excused | None) -> bool:
