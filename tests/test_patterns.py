@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import shutil
 import tomllib
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from anonymizer.detectors.patterns import (
     RULE_FILES,
     ContextException,
+    UNTIMED_STEPS,
     PatternDetector,
     PatternTimeout,
     Precheck,
@@ -28,6 +30,7 @@ from anonymizer.detectors.patterns import (
     nric_checksum,
     not_a_range,
     phone_digit_count,
+    work_bound,
 )
 from anonymizer.record import empty_record
 from anonymizer.resources import data_dir
@@ -284,6 +287,40 @@ def test_timeout_is_reported_without_the_note_text(rules: list[Rule], timeout: f
     assert raised.value.safe_message == str(raised.value)
     assert str(len(text)) in str(raised.value)
     assert "S8076606H" not in str(raised.value)
+
+
+def test_a_short_note_past_its_deadline_times_out_though_its_searches_need_no_clock(rules: list[Rule]) -> None:
+    with pytest.raises(PatternTimeout):
+        PatternDetector(rules, timeout=0.0)("seen 12/03/2019", RECORD)
+
+
+@pytest.mark.parametrize(
+    "expression, steps",
+    [
+        ("a", 1),
+        ("\\d{7}", 14),  # a step per character and per round
+        ("(?:a|bc)d", 5),  # d is tried after each way the branch can match
+        ("a?b", 4),
+        ("a?+b", 3),  # possessive: b after one way only
+        ("(?=ab)c", 3),
+        ("[^]a-z\\]]b", 2),
+        ("ab\\Kc", 4),
+        ("(?:a|b){0,3}", 21),  # a round for each way the rounds before can match
+        ("a*", math.inf),
+        ("(?:ab)+", math.inf),
+        ("a{2,}", math.inf),
+        ("(?:a|a){0,40}", math.inf),  # alternatives are not merged: 2^40 ways, beyond UNTIMED_STEPS
+    ],
+)
+def test_work_bound_counts_the_worst_case_steps_at_one_position(expression: str, steps: float) -> None:
+    assert work_bound(expression) == steps
+
+
+def test_the_rules_searched_in_every_note_mostly_need_no_clock_in_a_short_note(rules: list[Rule]) -> None:
+    """The regex clock costs a system call per search and match: the rules without a precheck
+    should stay cheap enough to search a 1,000-character note without it."""
+    timed = [rule.name for rule in rules if not rule.prechecks and rule.steps * 1_001 > UNTIMED_STEPS]
+    assert timed == ["id_labelled"]
 
 
 ADVERSARIAL = {

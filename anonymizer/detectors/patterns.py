@@ -10,11 +10,14 @@ most notes hold no month name, e-mail or web address, and a check of that costs 
 pass it saves.  The declarations are data, never guessed by the code.
 
 Every search runs under a time budget: a note that makes a pattern run too long raises
-:class:`PatternTimeout`, whose message gives only the note's length.
+:class:`PatternTimeout`, whose message gives only the note's length.  `regex` enforces it by
+reading the process clock at every search and every match, a system call that cost about a sixth
+of the detector's time; a search whose work is provably small skips that (see :func:`work_bound`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -33,6 +36,9 @@ DEFAULT_TIMEOUT = 5.0  # seconds per note: a 100 KB note takes about 0.1 s, a pa
 PRECHECK_KEYS = frozenset({"requires", "requires_any"})
 PATTERN_KEYS = frozenset({"name", "category", "regex", "validate", "ignore_case"}) | PRECHECK_KEYS
 EXCEPTION_KEYS = frozenset({"name", "applies_to", "match", "before", "after"})
+# A search of at most this many matcher steps (work_bound x positions) runs without regex's clock:
+# some milliseconds, checked against the deadline before the next search.
+UNTIMED_STEPS = 1_000_000
 
 # "{name}" refers to a component, except after \p \P \N \x, where braces belong to the syntax.
 _REFERENCE = regex.compile(r"(?<!\\[pPNx])\{([A-Za-z_]\w*)\}")
@@ -132,6 +138,7 @@ class Precheck:
     literals: tuple[str, ...] = ()
     pattern: regex.Pattern[str] | None = None
     lowered: regex.Pattern[str] | None = None  # `pattern` for the lower-cased ASCII note (see lowered)
+    steps: float = math.inf  # at most this many steps of `lowered` from one position (see work_bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +153,7 @@ class Rule:
     exceptions: tuple[ContextException, ...] = ()
     prechecks: tuple[Precheck, ...] = ()  # all hold in any note the pattern matches in
     lowered: regex.Pattern[str] | None = None  # `pattern` for the lower-cased ASCII note (see lowered)
+    steps: float = math.inf  # at most this many steps of `lowered` from one position (see work_bound)
 
 
 def load_rules(rules_dir: Path) -> list[Rule]:
@@ -222,7 +230,7 @@ def _rule(
         category=category,
         source=source,
         pattern=pattern,
-        lowered=lowered(source),
+        **_lower(source),
         validate=VALIDATORS[validate] if validate else None,
         exceptions=tuple(e for e in exceptions if e.guards(name, category)),
         prechecks=tuple(check for table in declared for check in _prechecks(table, {**components, **slots}, case, where)),
@@ -239,7 +247,7 @@ def _prechecks(table: Mapping, components: Mapping[str, str], case: str, where: 
         prechecks.append(Precheck(literals=tuple(literals)))
     if "requires" in table:
         source = case.format(expand(table["requires"], components, where))
-        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), lowered=lowered(source)))
+        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), **_lower(source)))
     return prechecks
 
 
@@ -296,6 +304,105 @@ def lowered(source: str) -> regex.Pattern[str] | None:
         out.append(c.lower())
         i += len(c)
     return regex.compile("".join(out))
+
+
+def _lower(source: str) -> dict[str, regex.Pattern[str] | float | None]:
+    """The `lowered` and `steps` fields of a rule or precheck for the expression `source`."""
+    pattern = lowered(source)
+    return {"lowered": pattern, "steps": math.inf if pattern is None else work_bound(pattern.pattern)}
+
+
+def work_bound(expression: str) -> float:
+    """At most how many steps a backtracking matcher takes to try a `lowered` expression at one
+    position, whatever the text; infinite beyond UNTIMED_STEPS and for a repeat without bound
+    (*, +, {n,}).
+
+    With it, a search of an n-character note takes at most (n + 1) x bound steps: the time budget
+    needs no clock inside such a search.  Counted on the syntax that :func:`lowered` lets through,
+    as written (no alternatives merged): a character, set, escape or anchor is one step; a sequence
+    tries the rest once for every way its first part can match; a branch tries each alternative; a
+    repeat {m,n} is its body n times over, plus one step a round; a lookaround, an atomic group and
+    a possessive repeat match in one way.  `regex` skips ahead and prunes, so it does less.
+    """
+    try:
+        steps, _, end = _alternation(expression, 0)
+    except (_Unbounded, IndexError):
+        return math.inf
+    return steps if end == len(expression) else math.inf
+
+
+class _Unbounded(Exception):
+    """The count passed UNTIMED_STEPS, or met a repeat without bound or syntax it does not know."""
+
+
+_QUANTIFIER = regex.compile(r"(?:([?*+])|\{(\d*)(,?)(\d*)\})([?+]?)")
+
+
+def _alternation(expression: str, i: int) -> tuple[int, int, int]:
+    """(steps, ways, where it ends) for the alternatives from position i: the worst-case steps from
+    one position of the text, and how many ways (end positions, counted with repetition) match."""
+    steps = ways = 0
+    while True:
+        more, options, i = _sequence(expression, i)
+        steps, ways = steps + more, ways + options
+        if not expression.startswith("|", i):
+            return steps, ways, i
+        i += 1
+
+
+def _sequence(expression: str, i: int) -> tuple[int, int, int]:
+    steps, ways = 0, 1
+    while i < len(expression) and expression[i] not in "|)":
+        more, options, i = _atom(expression, i)
+        quantifier = _QUANTIFIER.match(expression, i)
+        if quantifier:
+            more, options = _repeat(more, options, quantifier)
+            i = quantifier.end()
+        steps, ways = steps + ways * more, ways * options
+        if steps > UNTIMED_STEPS or ways > UNTIMED_STEPS:
+            raise _Unbounded
+    return steps, ways, i
+
+
+def _atom(expression: str, i: int) -> tuple[int, int, int]:
+    c = expression[i]
+    if c == "(":
+        kind = next((group for group in _GROUPS if expression.startswith(group, i)), "(")
+        steps, ways, i = _alternation(expression, i + len(kind))
+        if not expression.startswith(")", i):
+            raise _Unbounded
+        return steps, ways if kind in ("(", "(?:") else 1, i + 1
+    if c == "[":
+        i += 2 if expression.startswith("^", i + 1) else 1
+        i += 1  # a "]" first in a set is a literal
+        while expression[i] != "]":
+            i += 2 if expression[i] == "\\" else 1
+        return 1, 1, i + 1
+    if c in "?*+":
+        raise _Unbounded
+    return 1, 1, i + (2 if c == "\\" else 1)
+
+
+def _repeat(each: int, options: int, quantifier: regex.Match[str]) -> tuple[int, int]:
+    """(steps, ways) for an atom of `each` steps and `options` ways under `quantifier`."""
+    symbol, low, comma, high, mode = quantifier.groups()
+    if symbol:
+        low, high = (0, 1) if symbol == "?" else (0 if symbol == "*" else 1, None)
+    elif low or high:
+        low, high = int(low or 0), int(high) if high else None if comma else int(low)
+    else:
+        raise _Unbounded  # "{}" or "{,}"
+    if high is None:
+        raise _Unbounded
+    steps, ways, reach = 0, 0, 1  # reach: the ways of matching the first k rounds
+    for k in range(high + 1):
+        ways += reach if k >= low else 0
+        if k < high:
+            steps += reach * (each + 1)
+            if steps > UNTIMED_STEPS:
+                raise _Unbounded
+        reach *= options
+    return steps, 1 if mode == "+" else ways
 
 
 def _exception(path: Path, entry: Mapping, components: Mapping[str, str], rule_names: set[str]) -> ContextException:
@@ -398,17 +505,22 @@ class PatternDetector:
         """
         deadline = time.monotonic() + self.timeout
         lower = text.lower() if text.isascii() else None
+        untimed = UNTIMED_STEPS / (len(text) + 1)  # a lowered search of at most so many steps a position needs no clock
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
         excused: dict[tuple[int, int, int], bool] = {}  # (start, end, exception group) -> verdict
         found: list[tuple[int, int, Rule]] = []
         try:
             for rule, needs, group in self._plan:
                 for k in needs:
-                    if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, deadline)):
+                    if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, deadline)):
                         break
                 else:
-                    pattern, subject = (rule.pattern, text) if rule.lowered is None or lower is None else (rule.lowered, lower)
-                    for match in pattern.finditer(subject, timeout=self._remaining(text, deadline)):
+                    timeout = self._remaining(text, deadline)
+                    if rule.lowered is None or lower is None:
+                        pattern, subject = rule.pattern, text
+                    else:
+                        pattern, subject, timeout = rule.lowered, lower, None if rule.steps <= untimed else timeout
+                    for match in pattern.finditer(subject, timeout=timeout):
                         start, end = match.span()
                         if end <= start or (rule.validate is not None and not rule.validate(text[start:end])):
                             continue
@@ -424,12 +536,16 @@ class PatternDetector:
             raise PatternTimeout(len(text), self.timeout) from None
         return [Span(start, end, rule.category, self.name, rule.name) for start, end, rule in _longest(found)]
 
-    def _decide(self, k: int, held: list[bool | None], text: str, lower: str | None, deadline: float) -> bool:
-        """Whether precheck `k` holds in the note (a TimeoutError propagates to the caller)."""
+    def _decide(self, k: int, held: list[bool | None], text: str, lower: str | None, untimed: float, deadline: float) -> bool:
+        """Whether precheck `k` holds in the note, searched as in __call__ (a TimeoutError
+        propagates to the caller)."""
         check = self._checks[k]
         if check.pattern is not None:
-            pattern, subject = (check.pattern, text) if check.lowered is None or lower is None else (check.lowered, lower)
-            held[k] = pattern.search(subject, timeout=self._remaining(text, deadline)) is not None
+            timeout = self._remaining(text, deadline)
+            if check.lowered is None or lower is None:
+                held[k] = check.pattern.search(text, timeout=timeout) is not None
+            else:
+                held[k] = check.lowered.search(lower, timeout=None if check.steps <= untimed else timeout) is not None
         else:
             held[k] = lower is None or any(literal in lower for literal in check.literals)
         return held[k]  # type: ignore[return-value]
