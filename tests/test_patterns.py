@@ -304,6 +304,8 @@ def test_a_short_note_past_its_deadline_times_out_though_its_searches_need_no_cl
         ("a?+b", 3),  # possessive: b after one way only
         ("(?=ab)c", 3),
         ("[^]a-z\\]]b", 2),
+        ("[\\]|]b", 2),  # the "|" is in the set
+        ("(?:a|a){0,15}[\\]|](?:a|a){0,15}", math.inf),  # 2^30 ways, not 2^15 on either side of a "|"
         ("ab\\Kc", 4),
         ("(?:a|b){0,3}", 21),  # a round for each way the rounds before can match
         ("a*", math.inf),

@@ -374,7 +374,7 @@ def _atom(expression: str, i: int) -> tuple[int, int, int]:
         return steps, ways if kind in ("(", "(?:") else 1, i + 1
     if c == "[":
         i += 2 if expression.startswith("^", i + 1) else 1
-        i += 1  # a "]" first in a set is a literal
+        i += expression.startswith("]", i)  # a "]" first in a set is a literal
         while expression[i] != "]":
             i += 2 if expression[i] == "\\" else 1
         return 1, 1, i + 1
