@@ -534,8 +534,8 @@ class PatternDetector:
         only the rule that explains the whole date.  Categories are kept apart so that the union
         can still choose between them.  A match inside a longer kept one is dropped whatever the
         exceptions say, so they are asked only about a match that would be kept: the same spans as
-        asking first, with 40 % fewer exception checks ("12/03" in "12/03/2019" is never judged).  Rules
-        guarded by the same exceptions share their verdict on a span ("3/4" is day/month and
+        asking first, with 40 % fewer exception checks ("12/03" in "12/03/2019" is never judged).
+        Rules guarded by the same exceptions share their verdict on a span ("3/4" is day/month and
         month/day).
         """
         kept = []
