@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from anonymizer.detectors.patterns import (
     RULE_FILES,
-    ContextException,
     UNTIMED_STEPS,
+    ContextException,
     PatternDetector,
     PatternTimeout,
     Precheck,
@@ -27,8 +27,8 @@ from anonymizer.detectors.patterns import (
     expand,
     load_rules,
     lowered,
-    nric_checksum,
     not_a_range,
+    nric_checksum,
     phone_digit_count,
     work_bound,
 )
