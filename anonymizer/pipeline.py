@@ -77,19 +77,23 @@ class Pipeline:
         return hashlib.sha256("\x1f".join((self.digest, record.digest(), text)).encode()).hexdigest()
 
 
-def anonymize_patient(record: PatientRecord, notes: Iterable[Note], pipeline: Pipeline) -> list[NoteResult]:
+def anonymize_patient(
+    record: PatientRecord, notes: Iterable[Note], pipeline: Pipeline, digests: Sequence[str] | None = None
+) -> list[NoteResult]:
     """Anonymize one patient's notes. A note whose detection fails is returned with its error.
 
     The rules run note by note; the classifier then sees all of the patient's notes at once, so a
     name it is confident about in one note is also removed where the same patient's notes repeat it.
+    `digests`: the notes' source digests, if the caller has worked them out already.
     """
     notes = list(notes)
+    if digests is None:
+        digests = [pipeline.source_digest(note.text, record) for note in notes]
     found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, note.text, record) for note in notes]
     if pipeline.classifier is not None:
         _classify(pipeline.classifier, record, notes, found)
     results = []
-    for note, spans in zip(notes, found):
-        digest = pipeline.source_digest(note.text, record)
+    for note, spans, digest in zip(notes, found, digests):
         merged = () if isinstance(spans, Exception) else tuple(union(spans))
         text = spans if isinstance(spans, Exception) else _attempt(pipeline.replace, note.text, merged, record)
         if isinstance(text, Exception):

@@ -78,13 +78,15 @@ def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], b
     skipped = 0
     for patient_id, group in itertools.groupby(batch.notes, key=lambda n: n.patient_id):
         record = batch.records[patient_id]
-        todo = []
+        todo, digests = [], []
         for note in group:
-            if skip(note.note_id, pipeline.source_digest(note.text, record)):
+            digest = pipeline.source_digest(note.text, record)
+            if skip(note.note_id, digest):
                 skipped += 1
             else:
                 todo.append(note)
-        results.extend(anonymize_patient(record, todo, pipeline))
+                digests.append(digest)
+        results.extend(anonymize_patient(record, todo, pipeline, digests))
     return results, skipped
 
 
