@@ -1,8 +1,10 @@
 """Spelling variants of the names in the patient's record (seed 003, section 3.1).
 
 Every word of a note is compared with every name token of the record; a word is a name when the
-Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  The comparison of all of a note's
-distinct words against all tokens is one rapidfuzz ``cdist`` call, not a Python double loop.
+Levenshtein distance d satisfies d / min(|n|, |w|) < threshold.  Whether a word is a variant
+depends only on the word and the record, and a patient's notes share most of their words: each
+detector remembers, per patient, the words it has compared (:class:`Variants`), so a word is
+compared only in the first of the patient's notes that uses it, in one rapidfuzz ``cdist`` call.
 The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
 
 A variant that is also a common word ("morning" or "running" for Manning) is taken only where
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 import numpy as np
 import regex
@@ -85,28 +87,29 @@ class RecordNames:
         common = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
         return [cls(field, category, threshold, tokens, words, common) for field, category in fields]
 
-    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], list[str], np.ndarray, frozenset[str]]:
+    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], frozenset[str], Variants | None, frozenset[str]]:
+        """The record's tokens, the short ones (matched exactly), a matcher of the long ones, and the initials."""
         tokens = self._tokens(getattr(record, self._field))
         short = frozenset(t for t in tokens if len(t) <= SHORT)
         long = [t for t in tokens if len(t) > SHORT]
-        return short, long, np.array([len(t) for t in long]), frozenset(t[0] for t in tokens)
+        return frozenset(tokens), short, Variants(long, self._threshold) if long else None, frozenset(t[0] for t in tokens)
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
-        short, long, long_lengths, initials = self._index(record)
-        if not short and not long:
+        tokens, short, variants, initials = self._index(record)
+        if not short and variants is None:
             return []
         words = self._words.words(text)
-        hits = set(short.intersection(words.all))
-        if long and words.long:
-            hits.update(self._variants(words, long, long_lengths))
+        hits = short.intersection(words)
+        if variants is not None:
+            hits |= variants.among(words)
         if not hits:
             return []
         matches = self._words.spans(text)
         flagged = [w in hits for _, _, w in matches]
-        ordinary = hits.intersection(self._common).difference(long, short)  # approximate matches only
+        ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
-        if not initials.isdisjoint(words.letters):
+        if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         return self._join(text, matches, flagged)
 
@@ -148,23 +151,40 @@ class RecordNames:
             spans.append(Span(current[0], current[1], self._category, "record", self._rule))
         return spans
 
-    def _variants(self, words: NoteWords, tokens: list[str], token_lengths: np.ndarray) -> list[str]:
-        """The note's long words within the edit-distance ratio of any token, in one vectorised pass."""
+
+class Variants:
+    """The words within the edit-distance ratio of a record's long tokens, learnt note by note.
+
+    Built afresh for each patient (:func:`per_record`): the words compared so far and those found
+    close are kept for the patient's next notes, which mostly repeat them.
+    """
+
+    def __init__(self, tokens: list[str], threshold: float) -> None:
+        self._tokens = tokens
+        self._lengths = [len(t) for t in tokens]
+        self._threshold = threshold
         # No distance above this bound can pass the ratio test, so rapidfuzz may stop early.
-        cutoff = int(self._threshold * int(token_lengths.max()))
-        distances = process.cdist(words.long, tokens, scorer=Levenshtein.distance, score_cutoff=cutoff, dtype=np.int32)
-        shortest = np.minimum(words.long_lengths[:, None], token_lengths[None, :])
-        close = (distances / shortest < self._threshold).any(axis=1)
-        return [w for w, hit in zip(words.long, close) if hit]
+        self._cutoff = int(threshold * max(self._lengths))
+        self._seen: set[str] = set()
+        self._close: set[str] = set()
 
+    def among(self, words: frozenset[str]) -> set[str]:
+        """The variants among a note's words; only the words no earlier note had are compared."""
+        new = words.difference(self._seen)
+        if new:
+            self._seen |= new
+            self._compare([w for w in new if len(w) > SHORT])
+        return self._close.intersection(words)
 
-class NoteWords(NamedTuple):
-    """A note's words as every name pass needs them; computed once per note (:class:`NoteWordCache`)."""
-
-    all: list[str]  # WORD, case-folded, in order
-    long: list[str]  # the distinct ones longer than SHORT, compared approximately
-    long_lengths: np.ndarray
-    letters: frozenset[str]  # the one-letter words: candidate initials
+    def _compare(self, words: list[str]) -> None:
+        """Keep the words within the ratio of any token: one rapidfuzz pass, then the ratio test
+        for the few pairs within the cutoff (in Python: numpy's overhead costs more here)."""
+        if not words:
+            return
+        distances = process.cdist(words, self._tokens, scorer=Levenshtein.distance, score_cutoff=self._cutoff, dtype=np.int32)
+        for i, j in zip(*(axis.tolist() for axis in np.nonzero(distances <= self._cutoff))):
+            if int(distances[i, j]) / min(len(words[i]), self._lengths[j]) < self._threshold:
+                self._close.add(words[i])
 
 
 class NoteWordCache:
@@ -173,18 +193,17 @@ class NoteWordCache:
     object, which the cache holds, so its identity stays unique while cached."""
 
     def __init__(self) -> None:
-        self._words: tuple[str | None, NoteWords | None] = (None, None)
+        self._words: tuple[str | None, frozenset[str] | None] = (None, None)
         self._spans: tuple[str | None, list[tuple[int, int, str]]] = (None, [])
 
-    def words(self, text: str) -> NoteWords:
+    def words(self, text: str) -> frozenset[str]:
+        """The note's distinct words (WORD, case-folded)."""
         if self._words[0] is not text:
             if text.isascii():  # there WORD is [A-Za-z]+ and case-folding is lower-casing
-                words = ASCII_WORD.findall(text.lower())
+                words = frozenset(ASCII_WORD.findall(text.lower()))
             else:
-                words = [w.casefold() for w in WORD.findall(text)]
-            long = list({w for w in words if len(w) > SHORT})
-            lengths = np.fromiter(map(len, long), dtype=np.int32, count=len(long))
-            self._words = (text, NoteWords(words, long, lengths, frozenset(w for w in words if len(w) == 1)))
+                words = frozenset(w.casefold() for w in WORD.findall(text))
+            self._words = (text, words)
         return self._words[1]  # type: ignore[return-value]
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
