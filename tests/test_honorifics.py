@@ -1,7 +1,10 @@
+import re
+
 import pytest
+import regex
 from hypothesis import given, strategies as st
 
-from anonymizer.detectors.honorifics import Honorific, HonorificDetector
+from anonymizer.detectors.honorifics import ASCII_SPACE, SPACE, Honorific, HonorificDetector
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir
 
@@ -115,3 +118,11 @@ def test_never_fails_and_stays_in_bounds(honorifics, text):
 def test_the_lower_cased_search_of_an_ascii_note_finds_the_same_titles(honorifics, text):
     text = text.encode("ascii", "replace").decode()
     assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [m.span() for m in honorifics._title.finditer(text)]
+
+
+def test_the_ascii_search_reads_every_ascii_character_as_regex_does(honorifics):
+    ascii = [chr(i) for i in range(128)]
+    assert [c for c in ascii if re.fullmatch(ASCII_SPACE, c)] == [c for c in ascii if regex.fullmatch(SPACE, c)]
+    for c in ascii:  # before the title, between it and the name, after its period
+        for text in (f"{c}dr tan", f"dr{c}tan", f"dr.{c}tan"):
+            assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [m.span() for m in honorifics._title.finditer(text)]
