@@ -4,8 +4,10 @@ import pytest
 import regex
 from hypothesis import given, strategies as st
 
+from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
 from anonymizer.record import PatientRecord
+from anonymizer.resources import data_dir
 
 # A stand-in for PatternDetector.date_pattern: numeric dates and dates with a month name.
 MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
@@ -133,3 +135,32 @@ RECORDS = st.builds(
 def test_never_fails_and_stays_in_bounds(text, record):
     for span in RecordValues(DATE_PATTERN)(text, record):
         assert 0 <= span.start < span.end <= len(text)
+
+
+@pytest.fixture(scope="module")
+def rule_dates():
+    """The pipeline's own date pattern, which no match can carry over a line break."""
+    return PatternDetector.from_rules(data_dir("rules")).date_pattern
+
+
+def test_a_date_pattern_is_searched_line_by_line_only_when_no_match_can_cross_a_line(rule_dates):
+    assert RecordValues(rule_dates)._line_local
+    assert not RecordValues(DATE_PATTERN)._line_local  # its \s may match a line break
+    for pattern in (r"\d.\d", r"[^a]\d", r"\d$", r"\W\d", r"(?s)\d", r"(?x)\d", r"[\t-~]\d", r"\d\n"):
+        assert not RecordValues(regex.compile(pattern))._line_local, pattern
+    record = PatientRecord("1", dates=(dt.date(1985, 3, 12),))
+    text = "seen 11/3\n12/3/85 and 3/12 and\nthe 12th; March 12, 1985\n12 Mar"
+    assert found(RecordValues(rule_dates), text, record) == ["12/3/85", "3/12", "March 12, 1985", "12 Mar"]
+
+
+DATE_LINES = st.lists(
+    st.sampled_from(["12", "3", "03", "/", "-", ".", " ", "\n", "\t", "Mar", "march", "1985", "85", "the", "12th", "'", ":", "x"])
+).map("".join)
+
+
+@given(st.one_of(st.text(st.characters(max_codepoint=127), max_size=120), DATE_LINES), st.lists(st.dates(), min_size=1, max_size=2))
+def test_the_line_by_line_date_search_finds_what_the_whole_note_search_finds(rule_dates, text, dates):
+    by_line, whole = RecordValues(rule_dates), RecordValues(rule_dates)
+    whole._line_local = False
+    record = PatientRecord("1", dates=tuple(dates))
+    assert by_line(text, record) == whole(text, record)

@@ -110,7 +110,7 @@ class _Index:
     places: tuple[_Place, ...]
     dates: frozenset[tuple[int, int, int]]  # (year, month, day)
     days: frozenset[int]  # a date candidate that mentions none of these cannot match
-    day_strings: tuple[str, ...]  # the days as written without a leading zero: one must be in the note
+    day_strings: tuple[str, ...]  # the days without a leading zero: only lines holding one may hold a date
 
     @property
     def empty(self) -> bool:
@@ -123,6 +123,7 @@ class RecordValues:
     def __init__(self, date_pattern: regex.Pattern[str]) -> None:
         self.name = "record"
         self._date_pattern = date_pattern
+        self._line_local = _line_local(date_pattern)
         self._index = per_record(_build_index)
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -141,13 +142,47 @@ class RecordValues:
         ):
             if candidates:
                 spans += [Span(start, end, category, self.name, rule) for start, end in _leftmost(candidates)]
-        # The date regex is the costliest part: a note without one of the record's day numbers
-        # written in it cannot hold the record's date, whatever its rendering.
-        if index.dates and (not text.isascii() or any(day in text for day in index.day_strings)):
-            for match in self._date_pattern.finditer(text):
-                if match.end() > match.start() and _is_record_date(match.group(), index):
-                    spans.append(Span(match.start(), match.end(), "DATE", self.name, "date"))
+        if index.dates:
+            for start, end in self._date_regions(text, index.day_strings):
+                for match in self._date_pattern.finditer(text, start, end):
+                    if match.end() > match.start() and _is_record_date(match.group(), index):
+                        spans.append(Span(match.start(), match.end(), "DATE", self.name, "date"))
         return spans
+
+    def _date_regions(self, text: str, day_strings: Sequence[str]) -> list[tuple[int, int]]:
+        """Where the date regex, the costliest part, must search: a record date holds one of the
+        record's day numbers, which in an ASCII note are written with these ASCII digits.  When no
+        match of the pattern can contain a line break, the search starts afresh at each line (a
+        match found from there is one found from the note's start), so only the lines with a day
+        number are searched, up to and including their line break (which lookarounds may read)."""
+        if not text.isascii():
+            return [(0, len(text))]
+        if not self._line_local:
+            return [(0, len(text))] if any(day in text for day in day_strings) else []
+        lines = set()
+        for day in day_strings:
+            i = text.find(day)
+            while i >= 0:
+                end = text.find("\n", i) + 1 or len(text)
+                lines.add((text.rfind("\n", 0, i) + 1, end))
+                i = text.find(day, end)
+        return sorted(lines)
+
+
+# Pattern syntax that cannot match a line break nor the end of the text, so that a match of a
+# pattern written only with these never contains a line break or reads past one: escapes of
+# digits, word characters, boundaries, \K, tab and punctuation; classes of those and of printable
+# characters, not negated; groups, lookarounds, the (?i) flag, alternation and quantifiers.
+_ESCAPE = r"\\[dwbBKt]|\\[^A-Za-z0-9\s]"
+_PRINTABLE = r"[^\]\[\\\-^\x00-\x1f]"  # in a class: not a line break, nor special there
+_CLASS = rf"\[-?(?:{_ESCAPE}|{_PRINTABLE}(?:-{_PRINTABLE})?)+-?\]"
+_GROUP = r"\((?!\?)|\(\?(?:[:=!]|<[=!]|P<\w+>|i[:)])|\)"
+_LINE_LOCAL = re.compile(rf"(?:{_ESCAPE}|{_CLASS}|{_GROUP}|\||[?*+]|\{{\d+(?:,\d*)?\}}|[^\\\[\]().^$|?*+{{}}\x00-\x1f])*")
+
+
+def _line_local(pattern: regex.Pattern[str]) -> bool:
+    """Whether no match of `pattern` can contain a line break or depend on what follows one."""
+    return not pattern.flags & (regex.VERBOSE | regex.WORD) and _LINE_LOCAL.fullmatch(pattern.pattern) is not None
 
 
 def _build_index(record: PatientRecord) -> _Index:
