@@ -5,7 +5,7 @@ import regex
 from hypothesis import given, strategies as st
 
 from anonymizer.detectors.patterns import PatternDetector
-from anonymizer.detectors.values import RecordValues
+from anonymizer.detectors.values import _PHONE_GAP, RecordValues, _skeleton
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir
 
@@ -164,3 +164,11 @@ def test_the_line_by_line_date_search_finds_what_the_whole_note_search_finds(rul
     whole._line_local = False
     record = PatientRecord("1", dates=tuple(dates))
     assert by_line(text, record) == whole(text, record)
+
+
+@given(st.text(alphabet="ab1 -.()\n\t", max_size=40))
+def test_a_skeleton_maps_each_of_its_characters_back_to_its_place(text):
+    skeleton, offsets = _skeleton(text, _PHONE_GAP)
+    places = [offsets[j] for j in range(len(skeleton))]
+    assert places == sorted(set(places)) and [text[i] for i in places] == list(skeleton)
+    assert "".join(c for i, c in enumerate(text) if i not in places) == "".join(_PHONE_GAP.findall(text))

@@ -13,8 +13,10 @@ with an offset map, and each value is looked up in it by `str.find`, with bounda
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import Iterable, Iterator, Sequence
 
 import re
@@ -72,8 +74,9 @@ MIN_PLACE = 3  # a lone word shorter than this ("Mo") is not worth matching
 
 
 # Compiled once per run, whatever the records: no pattern is compiled per patient.
-_ID_GAP = re.compile(r"[\s\-]+")  # what an identifier may have between its characters
-_PHONE_GAP = re.compile(r"[\s.\-()]+")  # what a phone number may have between its digits
+# Captured, so that splitting at them keeps their lengths (_skeleton).
+_ID_GAP = re.compile(r"([\s\-]+)")  # what an identifier may have between its characters
+_PHONE_GAP = re.compile(r"([\s.\-()]+)")  # what a phone number may have between its digits
 _SUFFIX_AT = re.compile(f"(?i){SUFFIX}")  # a street word after a place name, e.g. " Ave 3"
 _UNIT_AT = re.compile(r"#\s*(\d+)\s*-\s*(\d+)(?!\d)")  # "#05-12", compared with the record's units
 _STREET_BEFORE = tuple(sorted(STREET_BEFORE, key=len, reverse=True))
@@ -246,17 +249,24 @@ def _leftmost(candidates: list[Candidate]) -> list[tuple[int, int]]:
     return found
 
 
-def _skeleton(text: str, gap: re.Pattern[str]) -> tuple[str, list[int]]:
+class _Offsets:
+    """Each skeleton character's offset in the text, looked up from the pieces between the gaps:
+    a note has hundreds of gaps, but only the characters of a found value are looked up."""
+
+    def __init__(self, parts: list[str]) -> None:
+        # parts: the text split at its gaps, pieces kept and gaps alternating (piece, gap, ..., piece)
+        self._starts = list(accumulate(map(len, parts[0::2]), initial=0))  # each piece's start in the skeleton
+        self._origins = list(accumulate(map(len, parts), initial=0))[0::2]  # and in the text
+
+    def __getitem__(self, j: int) -> int:
+        piece = bisect_right(self._starts, j) - 1  # the last piece starting at or before j: not an empty one
+        return self._origins[piece] + j - self._starts[piece]
+
+
+def _skeleton(text: str, gap: re.Pattern[str]) -> tuple[str, _Offsets]:
     """The text without its gap characters, and each remaining character's offset in the text."""
-    pieces, offsets = [], []
-    position = 0
-    for m in gap.finditer(text):
-        pieces.append(text[position : m.start()])
-        offsets.extend(range(position, m.start()))
-        position = m.end()
-    pieces.append(text[position:])
-    offsets.extend(range(position, len(text)))
-    return "".join(pieces), offsets
+    parts = gap.split(text)
+    return "".join(parts[0::2]), _Offsets(parts)
 
 
 def _occurrences(haystack: str, needle: str) -> Iterator[int]:
