@@ -30,6 +30,7 @@ from anonymizer.detectors.patterns import (
     not_a_range,
     nric_checksum,
     phone_digit_count,
+    standard,
     work_bound,
 )
 from anonymizer.record import empty_record
@@ -383,6 +384,37 @@ def test_a_lowered_pattern_finds_the_same_spans_in_the_lower_cased_note(rules: l
         for check in rule.prechecks:
             if check.lowered is not None:
                 assert bool(check.lowered.search(text.lower())) == bool(check.pattern.search(text)), rule.name
+            if check.standard is not None:
+                assert bool(check.standard.search(text.lower())) == bool(check.pattern.search(text)), rule.name
+
+
+def test_a_standard_precheck_holds_where_its_pattern_does_in_every_case_text(rules: list[Rule]) -> None:
+    checks = [check for rule in rules for check in rule.prechecks if check.standard is not None]
+    assert checks  # the month-name precheck
+    texts = [case["text"] for case in CASES["case"] + CASES["known_failure"] if case["text"].isascii()]
+    for text in texts + [t.upper() for t in texts]:
+        for check in checks:
+            assert bool(check.standard.search(text.lower())) == bool(check.pattern.search(text)), text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "expression, compiled",
+    [
+        ("(?:ma(?:r|y)|jan)(?![a-z])", True),
+        ("a[ \\t.-]?\\d{2}\\b(?<=\\d)", True),
+        ("\\d{7}", False),  # regex skips to digits faster
+        ("\\bmrn", False),
+        ("a\\s", False),  # re's \s also matches \x1c-\x1f
+        ("a\\Kb", False),
+        ("a(?<=b{1,2})", False),  # a lookbehind of varying width
+        ("a++", False),
+        ("(?>a)b", False),
+        ("a\u2019", False),
+        ("a(?i:b)", False),
+    ],
+)
+def test_standard_compiles_only_what_reads_alike(expression: str, compiled: bool) -> None:
+    assert (standard(expression) is not None) == compiled
 
 
 def test_every_case_insensitive_rule_is_lowered_and_the_case_sensitive_one_is_not(rules: list[Rule]) -> None:

@@ -18,6 +18,7 @@ of the detector's time; a search whose work is provably small skips that (see :f
 from __future__ import annotations
 
 import math
+import re
 import time
 import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -139,6 +140,7 @@ class Precheck:
     pattern: regex.Pattern[str] | None = None
     lowered: regex.Pattern[str] | None = None  # `pattern` for the lower-cased ASCII note (see lowered)
     steps: float = math.inf  # at most this many steps of `lowered` from one position (see work_bound)
+    standard: re.Pattern[str] | None = None  # `lowered` for the standard library, where faster (see standard)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +249,9 @@ def _prechecks(table: Mapping, components: Mapping[str, str], case: str, where: 
         prechecks.append(Precheck(literals=tuple(literals)))
     if "requires" in table:
         source = case.format(expand(table["requires"], components, where))
-        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), **_lower(source)))
+        fields = _lower(source)
+        standard_pattern = standard(fields["lowered"].pattern) if fields["steps"] < math.inf else None  # type: ignore[union-attr]
+        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), standard=standard_pattern, **fields))
     return prechecks
 
 
@@ -310,6 +314,34 @@ def _lower(source: str) -> dict[str, regex.Pattern[str] | float | None]:
     """The `lowered` and `steps` fields of a rule or precheck for the expression `source`."""
     pattern = lowered(source)
     return {"lowered": pattern, "steps": math.inf if pattern is None else work_bound(pattern.pattern)}
+
+
+# What `re` and `regex` read alike in a lower-cased ASCII note: printable ASCII but "\\" and "(",
+# escapes \d \D \b \B \t \n and of punctuation, groups (?: (?= (?! (?<= (?<!.  Not \s: `re`'s also
+# matches \x1c-\x1f.
+_STANDARD_SYNTAX = re.compile(r"(?:\\[dDbBtn]|\\[^\w\s]|\((?:\?(?:[:=!]|<[=!])|(?!\?))|[ -')-\[\]-~])*")
+_OPENS_WITH_A_LETTER = re.compile(r"(?:\(\?:)*[a-z]")
+
+
+def standard(expression: str) -> re.Pattern[str] | None:
+    """A `lowered` expression compiled by the standard library's `re`, for a precheck that opens
+    with a letter; None for any other and for syntax outside _STANDARD_SYNTAX.
+
+    `re` skips ahead to the first letters of an alternation of words, where `regex` tries them at
+    every position: the month-name precheck took 0.010 instead of 0.026 ms a note.  `regex` skips
+    to digits faster (half the time for \\d{7}), so an expression opening otherwise stays with it.
+    Both are backtracking engines with the same semantics for this syntax; possessive repeats and
+    atomic groups are left out all the same, and `re` refuses a lookbehind of varying width.  `re`
+    has no timeout: use it only where work_bound proves the search small.
+    """
+    if not _OPENS_WITH_A_LETTER.match(expression) or not _STANDARD_SYNTAX.fullmatch(expression):
+        return None
+    if regex.search(r"[?*+}]\+|\(\?>", expression):
+        return None
+    try:
+        return re.compile(expression)
+    except re.error:
+        return None
 
 
 def work_bound(expression: str) -> float:
@@ -562,10 +594,12 @@ class PatternDetector:
             timeout = self._remaining(text, deadline)
             if check.lowered is None or lower is None:
                 held[k] = check.pattern.search(text, timeout=timeout) is not None
+            elif check.standard is not None and check.steps <= untimed:
+                held[k] = check.standard.search(lower) is not None
             else:
                 held[k] = check.lowered.search(lower, timeout=None if check.steps <= untimed else timeout) is not None
         else:
-            held[k] = lower is None or any(literal in lower for literal in check.literals)
+            held[k] = lower is None or any(map(lower.__contains__, check.literals))
         return held[k]  # type: ignore[return-value]
 
     def excused(self, text: str, start: int, end: int, category: str) -> bool:
