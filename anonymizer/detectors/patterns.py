@@ -250,8 +250,8 @@ def _prechecks(table: Mapping, components: Mapping[str, str], case: str, where: 
     if "requires" in table:
         source = case.format(expand(table["requires"], components, where))
         fields = _lower(source)
-        standard_pattern = standard(fields["lowered"].pattern) if fields["steps"] < math.inf else None  # type: ignore[union-attr]
-        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), standard=standard_pattern, **fields))
+        plain = standard(fields["lowered"].pattern) if isinstance(fields["lowered"], regex.Pattern) else None
+        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), standard=plain, **fields))
     return prechecks
 
 
@@ -336,7 +336,7 @@ def standard(expression: str) -> re.Pattern[str] | None:
     """
     if not _OPENS_WITH_A_LETTER.match(expression) or not _STANDARD_SYNTAX.fullmatch(expression):
         return None
-    if regex.search(r"[?*+}]\+|\(\?>", expression):
+    if re.search(r"[?*+}]\+|\(\?>", expression):
         return None
     try:
         return re.compile(expression)
