@@ -16,6 +16,7 @@ A token's decision value for a class is the intercept plus the sum of the weight
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import hashlib
 import json
@@ -32,7 +33,7 @@ from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import GROUPS, FeatureExtractor, Marks, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
-from anonymizer.spans import Span
+from anonymizer.spans import CATEGORIES, Span
 
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
@@ -41,6 +42,7 @@ WEAK = "?"  # marks the category of a token only rules the classifier must confi
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
 # (text, start, end, category) -> whether a context exception drops text[start:end] (PatternDetector.excused)
 Excused = Callable[[str, int, int, str], bool]
+RANK = {c: k for k, c in enumerate(CATEGORIES)}  # a category's priority: lower wins
 CACHE_KEYS = 200_000  # cached keys of a group before its cache starts again (at most about 70 MB)
 
 
@@ -403,21 +405,24 @@ def _covered(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = fr
     """Per token: the category of a rule span overlapping it (highest priority), else None.  A
     token only spans of the `confirm` rules cover gets their category marked weak ("DATE?"): the
     classifier scores it, with that as a feature."""
-    import bisect
-
-    from anonymizer.spans import CATEGORIES
-
-    rank = {c: k for k, c in enumerate(CATEGORIES)}
-    covered: list[str | None] = [None] * len(tokens)
-    weak: list[str | None] = [None] * len(tokens)
+    n, starts = len(tokens), tokens.starts
+    covered: list[str | None] = [None] * n
+    weak: list[str | None] | None = None  # made for the notes with a span of the `confirm` rules only
     for span in spans:
-        into = weak if span.source in confirm else covered
+        if span.source in confirm:
+            if weak is None:
+                weak = [None] * n
+            into = weak
+        else:
+            into = covered
         i = bisect.bisect_right(tokens.ends, span.start)
-        while i < len(tokens) and tokens.starts[i] < span.end:
+        while i < n and starts[i] < span.end:
             old = into[i]
-            if old is None or rank.get(span.category, 99) < rank.get(old, 99):
+            if old is None or RANK.get(span.category, 99) < RANK.get(old, 99):
                 into[i] = span.category
             i += 1
+    if weak is None:
+        return covered
     return [c if c is not None or w is None else w + WEAK for c, w in zip(covered, weak)]
 
 
