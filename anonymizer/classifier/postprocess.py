@@ -92,6 +92,8 @@ def _gap(text: str, tokens: Tokens, left: int) -> str:
 
 
 def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
+    if NAME_CATEGORIES.isdisjoint(flagged):  # most notes: a set test is cheaper than the scan below
+        return {}
     d = dictionaries or default_dictionaries()
     all_caps = None  # worked out for the notes that have a flagged name only
     added: dict[int, str] = {}
@@ -129,6 +131,8 @@ def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
 
 
 def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> dict[int, str]:
+    if PLACE_CATEGORIES.isdisjoint(flagged):  # most notes: a set test is cheaper than the scan below
+        return {}
     added: dict[int, str] = {}
     n = len(tokens)
     for i in [i for i, category in enumerate(flagged) if category in PLACE_CATEGORIES]:
@@ -144,6 +148,8 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
 
 
 def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
+    if RELATIVE_CUES.isdisjoint(tokens.lowers):  # most notes: a set test is cheaper than the scan below
+        return {}
     d = dictionaries or default_dictionaries()
     added: dict[int, str] = {}
     for i in [i for i, lower in enumerate(tokens.lowers[:-1]) if lower in RELATIVE_CUES]:
