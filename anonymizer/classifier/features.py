@@ -27,6 +27,7 @@ Word-only features depend on the token's string alone and are cached per word ty
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,17 +252,16 @@ def chunk_keys(text: str, starts: Sequence[int]) -> list[str]:
 
 
 def section_headings(text: str, starts: Sequence[int]) -> list[str]:
-    positions: list[int] = []
-    names: list[str] = []
+    """The heading each token (starting at `starts`, ascending) sits under, "none" before the
+    first: the tokens under one heading are counted by bisection, a note having few headings."""
+    out: list[str] = []
+    name = "none"
     first = HEADING_AT_START.match(text)
-    headings = [first, *HEADING.finditer(text, first.end())] if first else HEADING.finditer(text)
-    for m in headings:
-        positions.append(m.start(1))
-        names.append(" ".join(m.group(1).lower().split()[:2]))
-    if not names:
-        return ["none"] * len(starts)
-    names.insert(0, "none")  # before the first heading
-    return [names[k] for k in np.searchsorted(positions, starts, side="right").tolist()]
+    for m in [first, *HEADING.finditer(text, first.end())] if first else HEADING.finditer(text):
+        out += repeat(name, bisect.bisect_left(starts, m.start(1)) - len(out))  # the tokens before this heading
+        name = " ".join(m.group(1).lower().split()[:2])
+    out += repeat(name, len(starts) - len(out))
+    return out
 
 
 def name_tokens(values: Iterable[str]) -> list[str]:
