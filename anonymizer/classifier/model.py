@@ -129,7 +129,7 @@ class Model:
         scores = sub[np.arange(len(values)), best]
         if self.score_kind == "margin" and "O" in classes:
             scores = scores - phi[:, classes.index("O")]
-        return scores.tolist(), [classes[phi_cols[k]] for k in best]
+        return scores.tolist(), list(map([classes[k] for k in phi_cols].__getitem__, best.tolist()))  # not numpy's scalars one by one
 
     def score_rows(self, rows: Sequence[Iterable[str]]) -> tuple[list[float], list[str]]:
         """(PHI score, category) of tokens given as feature names (cross-validation's path)."""
