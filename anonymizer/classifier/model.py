@@ -141,9 +141,9 @@ class SvmDetector:
     """Scores the tokens the rule detectors left and flags those above the threshold (name "svm").
 
     A token's decision values are the intercepts plus, for each feature slot, the summed weights
-    of the features its key gives (features.GROUPS).  Those sums are cached per group and key, one
-    row of slot vectors per key, so scoring a note is one dictionary lookup per key and a few
-    numpy gathers."""
+    of the features its key gives (features.GROUPS), plus the weights of its marks (features.Marks).
+    The slot sums are cached per group and key, one row of slot vectors per key, so scoring a note
+    is one dictionary lookup per key and a few numpy gathers."""
 
     name = "svm"
 
