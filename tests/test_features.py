@@ -65,6 +65,18 @@ def test_section_headings_at_line_starts_bullets_and_after_semicolons():
     assert heads["30"] == "plan"  # a time is no heading
 
 
+def test_no_mark_repeats():
+    """The scorer adds every mark's weights (np.bincount): a feature is binary, so a repeated cue
+    word, adjacent list entries or a run of rule-flagged tokens must still mark each token once."""
+    extractor = FeatureExtractor(lists={"DOCTOR": ["Nessenson", "E Nessenson"], "HOSPITAL": ["Calvert Hospital"]})
+    text = "wife at bedside, wife and son at bedside from Calvert Hospital; Dr E Nessenson Nessenson 7/22/93 7/23"
+    tokens = Tokens.of(text)
+    rule_cats = ["DATE" if w.isdigit() else None for w in tokens.words]
+    at, names = extractor.slots(text, tokens, PatientRecord("p", names=("Mary Wife",)), rule_cats)["extra"]
+    assert len(at) == len(names) == len(set(zip(at, names))) > 0
+    assert ("cue:-wife" in names) and all(0 <= i < len(tokens) for i in at)
+
+
 def test_context_window_cues_and_lists_on_fragmented_text():
     extractor = FeatureExtractor(lists={"HOSPITAL": ["Calvert Hospital"], "DOCTOR": ["Nessenson"]})
     f = feats_of(extractor, TEXT, "Mary")

@@ -368,13 +368,13 @@ class FeatureExtractor:
 
     def slots(
         self, text: str, tokens: Tokens, record: PatientRecord | None = None, rule_cats: Sequence[str | None] | None = None
-    ) -> dict[str, list]:
-        """Per group, its keys (see GROUPS; `rule_cats`: per token, the category a rule detector
-        gave it, else None)."""
+    ) -> dict[str, Sequence]:
+        """Per group, its keys (see GROUPS), and under "extra" the note's :data:`Marks`
+        (`rule_cats`: per token, the category a rule detector gave it, else None)."""
         n = len(tokens)
         c = self.classes
         words, lowers, starts, ends = tokens.words, tokens.lowers, tokens.starts, tokens.ends
-        out: dict[str, list] = {"word": [None, None, *words, None, None]}
+        out: dict[str, Sequence] = {"word": [None, None, *words, None, None]}
         if not n:
             return {}
         if "window" in c:
@@ -386,7 +386,7 @@ class FeatureExtractor:
             out["chunk"] = chunk_keys(text, starts)
         if "section" in c:
             out["section"] = section_headings(text, starts)
-        out["extra"] = self._extra(tokens, record, rule_cats)  # type: ignore[assignment]
+        out["extra"] = self._extra(tokens, record, rule_cats)
         return out
 
     def _extra(self, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None) -> Marks:

@@ -194,11 +194,11 @@ class SvmDetector:
         self._sums[group][:, first : first + len(new)] = sums.transpose(1, 0, 2)
         rows.update(zip(new, range(first, first + len(new))))
 
-    def values(self, slots: Mapping[str, list]) -> np.ndarray:
+    def values(self, slots: Mapping[str, Sequence]) -> np.ndarray:
         """Decision values (intercepts included) of every token of one note, one row per token."""
         return self.values_many([slots])
 
-    def values_many(self, notes: Sequence[Mapping[str, list]]) -> np.ndarray:
+    def values_many(self, notes: Sequence[Mapping[str, Sequence]]) -> np.ndarray:
         """Decision values of every token of several notes' slots, stacked in note order.
 
         A patient's notes are scored together: one lookup pass and one gather per slot for all of
