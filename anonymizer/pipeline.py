@@ -19,6 +19,7 @@ from anonymizer.detectors.lists import ListDetector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
+from anonymizer.pickling import by_fields
 from anonymizer.record import Note, PatientRecord
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir
@@ -41,6 +42,7 @@ class Classifier(Protocol):
 DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
 
 
+@by_fields
 @dataclass(frozen=True)
 class NoteResult:
     """What the unit of work returns for one note: the anonymized text and its spans, or an error."""

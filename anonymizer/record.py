@@ -12,9 +12,12 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Callable, Generic, TypeVar
 
+from anonymizer.pickling import by_fields
+
 FIELDS: tuple[str, ...] = ("names", "relatives", "identifiers", "phones", "dates", "addresses")
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class PatientRecord:
     """One patient's structured fields, each a tuple of the non-empty values found."""
@@ -48,6 +51,7 @@ def empty_record(patient_id: str) -> PatientRecord:
     return PatientRecord(patient_id=patient_id)
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class Note:
     note_id: str

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from anonymizer.pickling import by_fields
+
 # Replacement tags, and the priority used when merged spans disagree on a category: the first
 # category in this tuple wins.  The patient's own identity comes first (it is what a re-identifier
 # looks for), then the record's exact identifiers, then other people, then dates and places.
@@ -45,6 +47,7 @@ class Span:
         return f"{self.detector}:{self.rule}" if self.rule else self.detector
 
 
+@by_fields
 @dataclass(frozen=True, slots=True)
 class MergedSpan:
     """A union of overlapping or touching spans, with every detector and rule that fired."""
