@@ -371,9 +371,9 @@ def joined_run(text: str, tokens: Tokens, i: int) -> tuple[int, int]:
     """The offsets of token i with its neighbours joined to it by a single "/", "-" or "." ("3/12",
     "15/15", "10-12"): what a context exception judges, as it judges a rule's whole match."""
     left = right = i
-    while left > 0 and text[tokens.ends[left - 1] : tokens.starts[left]] in WEAK_JOINS:
+    while left > 0 and tokens.gaps[left] in WEAK_JOINS:
         left -= 1
-    while right + 1 < len(tokens) and text[tokens.ends[right] : tokens.starts[right + 1]] in WEAK_JOINS:
+    while right + 1 < len(tokens) and tokens.gaps[right + 1] in WEAK_JOINS:
         right += 1
     return tokens.starts[left], tokens.ends[right]
 
@@ -390,7 +390,7 @@ def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], sco
     out = list(scores)
     run = [weak[0]]
     for i in weak[1:] + [-1]:  # -1 closes the last run
-        if i == run[-1] + 1 and text[tokens.ends[i - 1] : tokens.starts[i]] in WEAK_JOINS:
+        if i == run[-1] + 1 and tokens.gaps[i] in WEAK_JOINS:
             run.append(i)
             continue
         if len(run) > 1:

@@ -87,10 +87,6 @@ def _mostly_capitals(text: str) -> bool:
     return letters > 0 and upper > 0.8 * letters
 
 
-def _gap(text: str, tokens: Tokens, left: int) -> str:
-    return text[tokens.ends[left] : tokens.starts[left + 1]]
-
-
 def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
     if NAME_CATEGORIES.isdisjoint(flagged):  # most notes: a set test is cheaper than the scan below
         return {}
@@ -106,7 +102,7 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added:
                 left = min(j, j - step)
-                gap = _gap(text, tokens, left)
+                gap = tokens.gaps[left + 1]
                 if "\n" in gap or len(gap.strip(" .")) > 0:
                     break
                 if "." in gap and len(tokens.words[left]) > 1:
@@ -123,9 +119,9 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
 
 def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
     """The token after "and" or "&" that follows token i on the same line, if any."""
-    if i + 1 < len(tokens) and _gap(text, tokens, i).strip() == "&":
+    if i + 1 < len(tokens) and tokens.gaps[i + 1].strip() == "&":
         return i + 1
-    if i + 2 < len(tokens) and tokens.lowers[i + 1] == "and" and _gap(text, tokens, i) == " " and _gap(text, tokens, i + 1) == " ":
+    if i + 2 < len(tokens) and tokens.lowers[i + 1] == "and" and tokens.gaps[i + 1] == " " and tokens.gaps[i + 1 + 1] == " ":
         return i + 2
     return None
 
@@ -140,7 +136,7 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added and tokens.lowers[j] in PLACE_CONNECTORS:
-                if "\n" in _gap(text, tokens, min(j, j - step)):
+                if "\n" in tokens.gaps[min(j, j - step) + 1]:
                     break
                 added[j] = category
                 j += step
