@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import regex
 from hypothesis import given, strategies as st
 
 from anonymizer.classifier.features import (
@@ -14,6 +15,7 @@ from anonymizer.classifier.features import (
     Tokens,
     capitalisation,
     chunk_shape,
+    chunk_keys,
     number_band,
     ratio_bands,
     section_headings,
@@ -148,3 +150,15 @@ def test_headings_found_as_by_one_pattern_anchored_at_the_start_too(text):
     positions = [m.start(1) for m in one.finditer(text)]
     expected = [names[sum(p <= s for p in positions)] for s in starts]
     assert section_headings(text, starts) == expected
+
+
+@given(st.text(alphabet=st.sampled_from("aZ9 \t\n\x1c./-(:Éé٣_"), max_size=80) | st.text(max_size=40))
+def test_token_splits_and_chunk_keys_agree_with_matching_each_token_and_chunk(text):
+    """Tokens.of splits the note and chunk_keys translates whole notes (both for speed); they must
+    give what matching each token and each whitespace-delimited chunk gives."""
+    tokens = Tokens.of(text)
+    matches = list(regex.finditer(r"[^\W_]+", text))
+    assert (tokens.starts, tokens.ends, tokens.words) == ([m.start() for m in matches], [m.end() for m in matches], [m.group() for m in matches])
+    assert tokens.gaps == [text[a:b] for a, b in zip([0, *tokens.ends], [*tokens.starts, len(text)])]
+    chunks = list(regex.finditer(r"\S+", text))
+    assert list(map(chunk_shape, chunk_keys(text, tokens))) == [chunk_shape(next(c.group() for c in chunks if c.start() <= s < c.end())) for s in tokens.starts]
