@@ -333,8 +333,9 @@ are the union over slots of what that key gives (:meth:`FeatureExtractor.slot_fe
 
 * ``word``: the note's words with two None (the note's edge) on each side; the token itself
   (``word``), its neighbours (``w-1``, ``w+1``) and the words two away (``w-2``, ``w+2``);
-* ``pair``: the bigrams of the lower-cased words padded with "<s>"/"</s>"; the bigram before the
-  token (``b-``) and after it (``b+``);
+* ``pair``: the bigrams of the lower-cased words padded with "<s>"/"</s>" (:func:`bigrams` of the
+  ``word`` keys, which slots() does not repeat); the bigram before the token (``b-``) and after it
+  (``b+``);
 * ``gap``: the text between consecutive tokens, and before the first and after the last; the gap
   before the token and after it (punctuation touching it, line start, chunk start);
 * ``chunk``: the whitespace-delimited chunk holding the token (as :func:`chunk_keys` keys it); ``section``: the heading the token
@@ -350,6 +351,13 @@ half of a note's tokens get one, in combinations too varied to be worth a key of
 the scorer adds each mark's weights directly."""
 Marks = tuple[list[int], list[str]]  # (token positions, feature names), one mark per pair
 SLOTS: tuple[str, ...] = tuple(slot for slots in GROUPS.values() for slot in slots)
+EDGES = ("<s>", "</s>")  # a bigram's word beyond the note's start, and beyond its end
+
+
+def bigrams(words: Sequence[str | None]) -> list[tuple[str, str]]:
+    """The ``pair`` group's keys, from the ``word`` group's (the words, two None on each side)."""
+    padded = [EDGES[0]] * WINDOW + [w.lower() for w in words[WINDOW:-WINDOW]] + [EDGES[1]] * WINDOW
+    return list(zip(padded, padded[1:]))
 
 
 class FeatureExtractor:
@@ -400,13 +408,10 @@ class FeatureExtractor:
         (`rule_cats`: per token, the category a rule detector gave it, else None)."""
         n = len(tokens)
         c = self.classes
-        words, lowers, starts = tokens.words, tokens.lowers, tokens.starts
+        words, starts = tokens.words, tokens.starts
         out: dict[str, Sequence] = {"word": [None, None, *words, None, None]}
         if not n:
             return {}
-        if "window" in c:
-            padded = ["<s>"] * WINDOW + lowers + ["</s>"] * WINDOW
-            out["pair"] = list(zip(padded, padded[1:]))
         if "ortho" in c:
             # the note's first token starts a line; the gap before it is the up to 3 characters there
             gaps = tokens.gaps
@@ -580,6 +585,8 @@ class FeatureExtractor:
         out: list[list[str]] = [[] for _ in range(len(tokens))]
         slots = self.slots(text, tokens, record, rule_cats)
         at, names = slots.pop("extra", ((), ()))
+        if "window" in self.classes and slots:
+            slots["pair"] = bigrams(slots["word"])
         for group, keys in slots.items():
             for slot, offset in GROUPS[group].items():
                 for feats, key in zip(out, keys[offset:]):

@@ -30,7 +30,7 @@ import numpy as np
 from scipy import sparse
 
 from anonymizer.classifier import postprocess
-from anonymizer.classifier.features import GROUPS, FeatureExtractor, Marks, Tokens
+from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
@@ -157,11 +157,24 @@ class SvmDetector:
         self.extractor = FeatureExtractor(lists, model.gazetteers, model.feature_classes)
         self._rows: dict[str, dict] = {}
         self._sums: dict[str, np.ndarray] = {}
+        # Bigrams: the model weighs only those it was trained on, so all their sums are known up
+        # front (row 0 stays zero for every other bigram) and this group's cache never grows.  A
+        # note's bigrams are found from its word keys' rows, without a key of their own: each word
+        # row holds the number of its lower-cased word among the bigrams' words (`_word_numbers`,
+        # -1 for none), a bigram is coded from its two numbers, and the known codes are sorted.
+        known = [tuple(f[len("window:b-=") :].split("|")) for f in model.index if f.startswith(("window:b-=", "window:b+="))]
+        self._numbers = {w: k for k, w in enumerate(sorted({w for bigram in known for w in bigram} | set(EDGES)))}
+        self._word_numbers = np.zeros(0, dtype=np.int64)
         for group in GROUPS:
             self._reset(group)
-        # Bigrams: the model weighs only those it was trained on, so all their sums are known up
-        # front (row 0 stays zero for every other bigram) and this group's cache never grows.
-        self._add("pair", [tuple(f[len("window:b-=") :].split("|")) for f in model.index if f.startswith(("window:b-=", "window:b+="))])
+        self._add("pair", known)
+        pairs = self._rows["pair"]
+        codes = {self._code(self._numbers[a], self._numbers[b]): row for (a, b), row in zip(known, map(pairs.get, known))}
+        self._codes = np.array(sorted(codes), dtype=np.int64)
+        self._code_rows = np.array([codes[c] for c in sorted(codes)], dtype=np.intp)
+
+    def _code(self, first: np.ndarray | int, second: np.ndarray | int) -> np.ndarray | int:
+        return first * len(self._numbers) + second
 
     def _reset(self, group: str) -> None:
         self._rows[group] = {}
@@ -169,6 +182,8 @@ class SvmDetector:
         self._sums[group] = np.zeros((len(GROUPS[group]), 256, self.model.width))
         if group == "pair":
             self._rows[group]["(unknown)"] = 0  # row 0, zero: a bigram the model does not know (keys are tuples)
+        if group == "word":
+            self._word_numbers = np.zeros(256, dtype=np.int64)
 
     def _add(self, group: str, keys: Iterable[object]) -> None:
         """Cache the slot sums of the keys not cached yet, all in one sparse product."""
@@ -193,6 +208,11 @@ class SvmDetector:
         sums = (features @ self.model.matrix).reshape(len(new), len(slots), -1)
         self._sums[group][:, first : first + len(new)] = sums.transpose(1, 0, 2)
         rows.update(zip(new, range(first, first + len(new))))
+        if group == "word":
+            numbers = self._word_numbers
+            if len(numbers) < first + len(new):
+                numbers = self._word_numbers = np.concatenate([numbers, np.zeros(self._sums[group].shape[1] - len(numbers), dtype=np.int64)])
+            numbers[first : first + len(new)] = [-1 if w is None else self._numbers.get(w.lower(), -1) for w in new]
 
     def values(self, slots: Mapping[str, Sequence]) -> np.ndarray:
         """Decision values (intercepts included) of every token of one note, one row per token."""
@@ -211,28 +231,46 @@ class SvmDetector:
             return out
         for group, offsets in GROUPS.items():
             if group not in notes[0]:
-                continue  # its feature classes are off
+                continue  # its feature classes are off (the pair group comes with the word group)
             pad = len(notes[0][group]) - sizes[0]  # keys beyond the tokens (the edges), the same in every note
             keys = list(chain.from_iterable(slots[group] for slots in notes))
             rows = self._rows[group]
-            if group == "pair":
-                ids = np.fromiter(map(rows.get, keys, repeat(0)), dtype=np.intp, count=len(keys))
-            else:
-                if len(rows) > CACHE_KEYS:  # keep memory flat on an endless vocabulary
-                    self._reset(group)
-                    rows = self._rows[group]
-                try:
-                    ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
-                except TypeError:  # a key not cached yet (rows.get gave None)
-                    self._add(group, keys)
-                    ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
+            if len(rows) > CACHE_KEYS:  # keep memory flat on an endless vocabulary
+                self._reset(group)
+                rows = self._rows[group]
+            try:
+                ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
+            except TypeError:  # a key not cached yet (rows.get gave None)
+                self._add(group, keys)
+                ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
             # token t of note j sits at t + j * pad in the stacked keys (plus the slot's offset)
             at = np.arange(total) + np.repeat(np.arange(len(notes)) * pad, sizes) if pad else np.arange(total)
-            sums = self._sums[group]
-            for k, offset in enumerate(offsets.values()):
-                out += sums[k].take(ids[at + offset], axis=0)
+            self._gather(out, group, ids, at)
+            if group == "word" and "window" in self.extractor.classes:
+                self._gather(out, "pair", self._pair_rows(ids, sizes), at)
         self._add_marks(out, [slots["extra"] for slots in notes], sizes)
         return out
+
+    def _gather(self, out: np.ndarray, group: str, ids: np.ndarray, at: np.ndarray) -> None:
+        """Add to `out` the slot sums of `group` for the stacked keys' rows `ids`."""
+        sums = self._sums[group]
+        for k, offset in enumerate(GROUPS[group].values()):
+            out += sums[k].take(ids[at + offset], axis=0)
+
+    def _pair_rows(self, word_ids: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+        """The pair group's rows, laid out as the word group's keys (bigram j is keys j and j + 1),
+        from those keys' rows: features.bigrams without a bigram made or looked up."""
+        numbers = self._word_numbers[word_ids]
+        firsts = np.cumsum([0, *(size + 2 * WINDOW for size in sizes[:-1])])  # each note's first key
+        for edge in range(WINDOW):  # the note's edges (the None keys) are the edge words
+            numbers[firsts + edge] = self._numbers[EDGES[0]]
+            numbers[firsts + np.asarray(sizes) + 2 * WINDOW - 1 - edge] = self._numbers[EDGES[1]]
+        codes = self._code(numbers[:-1], numbers[1:])
+        if not len(self._codes):
+            return np.zeros(len(numbers), dtype=np.intp)
+        at = np.searchsorted(self._codes, codes).clip(max=len(self._codes) - 1)
+        known = (numbers[:-1] >= 0) & (numbers[1:] >= 0) & (self._codes[at] == codes)
+        return np.append(np.where(known, self._code_rows[at], 0), 0)
 
     def _add_marks(self, out: np.ndarray, marks: Sequence[Marks], sizes: Sequence[int]) -> None:
         """Add to `out` the weights of each note's marks (features.Marks)."""
