@@ -65,10 +65,11 @@ SPLIT_SPACES = "\x1c\x1d\x1e\x1f"
 SPACE = regex.compile(r"\s")
 # A heading: a short label followed by a colon, at the start of the note or of a line, or after
 # ";" or ". ".  The note's start is tried apart: a pattern that may match at "^" is tried at every
-# position, one that starts with a character class only where that class matches (twice as
-# fast).  (And the standard library's engine runs these twice as fast as the regex module's.)
+# position, one whose every branch starts with a literal only where one of those characters is
+# (twice as fast; "[;.]\s" would make it try everywhere).  (And the standard library's engine runs
+# these twice as fast as the regex module's.)
 _LABEL = r"[ \t*\-•>]*([A-Za-z][A-Za-z/&]*(?:[ ][A-Za-z/&]+){0,2})[ \t]*:(?![\d/])"
-HEADING_AT_START, HEADING = re.compile(_LABEL), re.compile(r"(?:\n|[;.]\s)" + _LABEL)
+HEADING_AT_START, HEADING = re.compile(_LABEL), re.compile(r"(?:\n|;\s|\.\s)" + _LABEL)
 WINDOW = 2
 CUE_WINDOW = 4
 
