@@ -30,6 +30,8 @@ from anonymizer.detectors.patterns import (
     not_a_range,
     nric_checksum,
     phone_digit_count,
+    numeric,
+    numeric_runs,
     standard,
     work_bound,
 )
@@ -386,6 +388,38 @@ def test_a_lowered_pattern_finds_the_same_spans_in_the_lower_cased_note(rules: l
                 assert bool(check.lowered.search(text.lower())) == bool(check.pattern.search(text)), rule.name
             if check.standard is not None:
                 assert bool(check.standard.search(text.lower())) == bool(check.pattern.search(text)), rule.name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("0123456789 \t./-:\nx١"), max_size=60) | st.lists(st.sampled_from(TOKENS), max_size=30).map(" ".join))
+def test_a_numeric_precheck_holds_in_the_numeric_runs_where_it_does_in_the_note(rules: list[Rule], text: str) -> None:
+    """The detector searches a numeric precheck in the note's numeric runs only (a tenth of it)."""
+    checks = [check for rule in rules for check in rule.prechecks if check.numeric]
+    assert len(checks) >= 8  # the ID, phone and numeric date prechecks
+    for check in checks:
+        assert bool(check.pattern.search(numeric_runs(text))) == bool(check.pattern.search(text)), check.pattern.pattern  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "expression, runs_only",
+    [
+        ("(?i:\\d{7})", True),
+        ("\\d(?:[ \\t.-]?\\d){5}", True),
+        ("(?:19|20)\\d\\d", True),
+        ("[0-9][.-/]", True),  # the range . to / is inside a run's characters
+        ("[0-9][ -/]", False),  # the range space to / is not
+        ("\\d?1", False),  # may open with "1", but the check looks only at the first item
+        ("-\\d", False),  # a run starts at its first digit
+        ("a\\d", False),
+        ("\\d\\b", False),  # an assertion reads beyond the run
+        ("\\d.", False),  # "." is any character
+        ("\\d\\s", False),
+        ("(?:\\d|x)", False),
+        ("\\d{e<=1}", False),  # regex's fuzzy matching: not the standard library's syntax
+    ],
+)
+def test_numeric_admits_only_expressions_whose_matches_lie_in_a_run(expression: str, runs_only: bool) -> None:
+    assert numeric(expression) == runs_only
 
 
 def test_a_standard_precheck_holds_where_its_pattern_does_in_every_case_text(rules: list[Rule]) -> None:

@@ -24,6 +24,7 @@ import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from re import _constants as sre, _parser as sre_parse  # the standard library's parser: see numeric()
 
 import regex
 
@@ -141,6 +142,7 @@ class Precheck:
     lowered: regex.Pattern[str] | None = None  # `pattern` for the lower-cased ASCII note (see lowered)
     steps: float = math.inf  # at most this many steps of `lowered` from one position (see work_bound)
     standard: re.Pattern[str] | None = None  # `lowered` for the standard library, where faster (see standard)
+    numeric: bool = False  # `pattern` matches only within a note's numeric runs (see numeric)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +253,7 @@ def _prechecks(table: Mapping, components: Mapping[str, str], case: str, where: 
         source = case.format(expand(table["requires"], components, where))
         fields = _lower(source)
         plain = standard(fields["lowered"].pattern) if isinstance(fields["lowered"], regex.Pattern) else None
-        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), standard=plain, **fields))
+        prechecks.append(Precheck(pattern=_compile(source, f"{where} (requires)"), standard=plain, numeric=numeric(source), **fields))
     return prechecks
 
 
@@ -342,6 +344,84 @@ def standard(expression: str) -> re.Pattern[str] | None:
         return re.compile(expression)
     except re.error:
         return None
+
+
+# A note's numeric runs: from a digit on, digits and what writes numbers out (" 12.5", "07/22/93").
+# Linear: the repeat is greedy and nothing follows it.
+NUMERIC_RUN = regex.compile(r"\d[\d \t./-]*")
+_RUN_CHARACTERS = frozenset("0123456789 \t./-")
+
+
+def numeric_runs(text: str) -> str:
+    """The note's numeric runs (NUMERIC_RUN), one a line: typically a tenth of the note."""
+    return "\n".join(NUMERIC_RUN.findall(text))
+
+
+def numeric(expression: str) -> bool:
+    """Whether `expression` matches in a note exactly when it matches in the note's numeric runs,
+    which a precheck then searches instead: true when every match starts with a digit and holds
+    only digits and the characters of NUMERIC_RUN ("\\d{7}", "\\d{3}[.-]?\\d{4}"), no assertion.
+
+    Such a match lies inside one run: it starts at a digit and cannot leave the run's characters,
+    and a run reaches from its first digit to its last such character.  The newlines joining the
+    runs are not among those characters.  Read off the standard library's parse of the expression
+    (its syntax and `regex`'s agree on what is allowed here); anything else, or a parse failure, is
+    False and the note is searched."""
+    try:
+        tree = sre_parse.parse(expression)
+    except Exception:  # noqa: BLE001 - `regex` syntax `re` does not know: not provably numeric
+        return False
+    return _within_runs(tree) and _opens_with_digit(list(tree))
+
+
+def _within_runs(items: Iterable) -> bool:
+    for op, arg in items:
+        if op is sre.LITERAL:
+            ok = chr(arg) in _RUN_CHARACTERS
+        elif op is sre.IN:
+            ok = all(_set_member_within(member, value, _RUN_CHARACTERS) for member, value in arg)
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+            ok = _within_runs(arg[2])
+        elif op is sre.SUBPATTERN:
+            ok = _within_runs(arg[3])
+        elif op is sre.BRANCH:
+            ok = all(_within_runs(branch) for branch in arg[1])
+        elif op is sre.ATOMIC_GROUP:
+            ok = _within_runs(arg)
+        else:  # assertions, anchors, ".", back references...
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _opens_with_digit(items: Sequence) -> bool:
+    if not items:
+        return False
+    op, arg = items[0]
+    if op is sre.LITERAL:
+        return chr(arg).isascii() and chr(arg).isdigit()
+    if op is sre.IN:
+        return all(_set_member_within(member, value, "0123456789") for member, value in arg)
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
+        return arg[0] >= 1 and _opens_with_digit(list(arg[2]))
+    if op is sre.SUBPATTERN:
+        return _opens_with_digit(list(arg[3]))
+    if op is sre.BRANCH:
+        return all(_opens_with_digit(list(branch)) for branch in arg[1])
+    if op is sre.ATOMIC_GROUP:
+        return _opens_with_digit(list(arg))
+    return False
+
+
+def _set_member_within(member: object, value: object, characters: Collection[str]) -> bool:
+    """Whether a member of a set ([...]) matches only `characters`; \\d counts as digits."""
+    if member is sre.LITERAL:
+        return chr(value) in characters  # type: ignore[arg-type]
+    if member is sre.RANGE:
+        low, high = value  # type: ignore[misc]
+        return all(chr(c) in characters for c in range(low, high + 1))
+    return member is sre.CATEGORY and value is sre.CATEGORY_DIGIT
 
 
 def work_bound(expression: str) -> float:
@@ -538,11 +618,12 @@ class PatternDetector:
         lower = text.lower() if text.isascii() else None
         untimed = UNTIMED_STEPS / (len(text) + 1)  # a lowered search of at most so many steps a position needs no clock
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
+        runs: list[str] = []  # the note's numeric runs, once a numeric precheck needs them
         found: list[tuple[int, int, Rule, int | None]] = []
         try:
             for rule, needs, group in self._plan:
                 for k in needs:
-                    if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, deadline)):
+                    if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, deadline, runs)):
                         break
                 else:
                     timeout = self._remaining(text, deadline)
@@ -586,13 +667,21 @@ class PatternDetector:
             reach[rule.category] = end
         return kept
 
-    def _decide(self, k: int, held: list[bool | None], text: str, lower: str | None, untimed: float, deadline: float) -> bool:
-        """Whether precheck `k` holds in the note, searched as in __call__ (a TimeoutError
-        propagates to the caller)."""
+    def _decide(
+        self, k: int, held: list[bool | None], text: str, lower: str | None, untimed: float, deadline: float, runs: list[str]
+    ) -> bool:
+        """Whether precheck `k` holds in the note, searched as in __call__, or in the note's
+        numeric runs (made once, into `runs`) for a numeric one (a TimeoutError propagates to the
+        caller)."""
         check = self._checks[k]
         if check.pattern is not None:
             timeout = self._remaining(text, deadline)
-            if check.lowered is None or lower is None:
+            if check.numeric:
+                if not runs:
+                    runs.append(numeric_runs(text))
+                pattern = check.pattern if check.lowered is None else check.lowered
+                held[k] = pattern.search(runs[0], timeout=None if check.steps <= untimed else timeout) is not None
+            elif check.lowered is None or lower is None:
                 held[k] = check.pattern.search(text, timeout=timeout) is not None
             elif check.standard is not None and check.steps <= untimed:
                 held[k] = check.standard.search(lower) is not None
