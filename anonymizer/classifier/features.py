@@ -339,8 +339,8 @@ are the union over slots of what that key gives (:meth:`FeatureExtractor.slot_fe
   (``b+``);
 * ``gap``: the text between consecutive tokens, and before the first and after the last; the gap
   before the token and after it (punctuation touching it, line start, chunk start);
-* ``chunk``: the whitespace-delimited chunk holding the token (as :func:`chunk_keys` keys it); ``section``: the heading the token
-  sits under;
+* ``chunk``: the whitespace-delimited chunk holding the token (as :func:`chunk_keys` keys it);
+  ``section``: the heading the token sits under;
 
 Keys repeat across tokens and notes, so the run-time scorer caches, per group and key, the summed
 weights of each slot's features (anonymizer/classifier/model.py), and training expands the same

@@ -164,7 +164,6 @@ class SvmDetector:
         # -1 for none), a bigram is coded from its two numbers, and the known codes are sorted.
         known = [tuple(f[len("window:b-=") :].split("|")) for f in model.index if f.startswith(("window:b-=", "window:b+="))]
         self._numbers = {w: k for k, w in enumerate(sorted({w for bigram in known for w in bigram} | set(EDGES)))}
-        self._word_numbers = np.zeros(0, dtype=np.int64)
         for group in GROUPS:
             self._reset(group)
         self._add("pair", known)

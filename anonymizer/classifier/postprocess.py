@@ -121,7 +121,7 @@ def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
     """The token after "and" or "&" that follows token i on the same line, if any."""
     if i + 1 < len(tokens) and tokens.gaps[i + 1].strip() == "&":
         return i + 1
-    if i + 2 < len(tokens) and tokens.lowers[i + 1] == "and" and tokens.gaps[i + 1] == " " and tokens.gaps[i + 1 + 1] == " ":
+    if i + 2 < len(tokens) and tokens.lowers[i + 1] == "and" and tokens.gaps[i + 1] == " " and tokens.gaps[i + 2] == " ":
         return i + 2
     return None
 
