@@ -24,12 +24,16 @@ import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from re import _constants as sre, _parser as sre_parse  # the standard library's parser: see numeric()
 
 import regex
 
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
+
+try:  # the standard library's own parser, private: without it numeric() says False (see there)
+    from re import _constants as sre, _parser as sre_parse
+except ImportError:  # pragma: no cover - a Python that moved it
+    sre = sre_parse = None  # type: ignore[assignment]
 
 RULE_FILES = ("patterns.toml", "dates.toml", "context.toml")
 SECTIONS = frozenset({"components", "pattern", "date_styles", "date_order", "exception"})
@@ -367,6 +371,8 @@ def numeric(expression: str) -> bool:
     runs are not among those characters.  Read off the standard library's parse of the expression
     (its syntax and `regex`'s agree on what is allowed here); anything else, or a parse failure, is
     False and the note is searched."""
+    if sre_parse is None:
+        return False
     try:
         tree = sre_parse.parse(expression)
     except Exception:  # noqa: BLE001 - `regex` syntax `re` does not know: not provably numeric
