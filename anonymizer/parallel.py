@@ -113,14 +113,18 @@ class Pool:
 
     def __init__(self, config: "Config", pipeline: "Pipeline", workers: int) -> None:
         self.workers = workers
-        if sys.platform == "linux":
+        if sys.platform == "linux" and threading.active_count() == 1:
             # fork: a worker starts with the main process's pipeline, built and checked already
             # (about 2 CPU-seconds of imports, rules and model per worker saved).  It inherits the
-            # database connections too, but never uses them; the main process starts no thread
-            # before the workers (ProcessPoolExecutor forks them all at the first submit).
+            # database connections too, but never uses them.  Only from a process with no other
+            # thread (ProcessPoolExecutor forks every worker at the first submit, before its own
+            # threads; the CLI starts its progress bar after that): a thread writing to stderr
+            # while the process forks would leave the stream's lock held in the worker for good
+            # (CPython issue 84579), and the worker would hang at its first log line.
             context, initializer, initargs = multiprocessing.get_context("fork"), _adopt, (pipeline,)
-        else:  # spawn (fork is unsafe on macOS): each worker builds its own pipeline from the configuration
+        else:  # spawn (fork is unsafe on macOS, and beside other threads): each worker builds its own pipeline
             context, initializer, initargs = multiprocessing.get_context("spawn"), _init, (config, pipeline.digest)
+        self.start_method = context.get_start_method()
         self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs)
 
     def submit(self, fn: Callable, *args: object) -> Future:

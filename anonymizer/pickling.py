@@ -16,6 +16,7 @@ def by_fields(cls: C) -> C:
     on its way through a process pool; a frozen slots dataclass is pickled by default through
     per-field ``__getstate__``/``__setstate__`` functions, three times the cost.  Apply above
     ``@dataclass``."""
-    values = operator.attrgetter(*(f.name for f in dataclasses.fields(cls)))
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = operator.attrgetter(*names) if len(names) > 1 else lambda self: (getattr(self, names[0]),)  # a tuple either way
     cls.__reduce__ = lambda self: (cls, values(self))  # type: ignore[method-assign]
     return cls

@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import random
 import shutil
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
 
 from anonymizer.config import load_config
-from anonymizer.parallel import shards
+from anonymizer.parallel import Pool, shards
 from anonymizer.record import Note, PatientRecord
 from anonymizer.run import reprocess, run
 from anonymizer.source import Batch
@@ -102,3 +104,18 @@ def test_shards_keep_patients_together_and_in_order():
         assert not pids & seen and set(part.records) == pids
         seen |= pids
     assert len(parts) > 1
+
+
+def test_workers_are_spawned_when_another_thread_runs():
+    """A thread that holds a stream's lock while the process forks would leave it held in the
+    worker: beside another thread the pool spawns its workers, never forks them."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        pool = Pool(None, SimpleNamespace(digest="d"), 2)  # type: ignore[arg-type]
+        assert pool.start_method == "spawn"
+        pool.close()
+    finally:
+        stop.set()
+        other.join()
