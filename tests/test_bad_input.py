@@ -252,12 +252,12 @@ def test_read_only_postgresql_role_exits_2_and_writes_nothing(databases, tmp_pat
     if not fresh:
         run(load_config(write_config(tmp_path / "first.toml", source, target)))
         execute(source, "UPDATE notes SET body = 'Ravi again' WHERE note_id = 12")
-    tables = query(target, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+    tables = query(target, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1")
     before = query(target, "SELECT * FROM anonymized_notes ORDER BY note_id") if not fresh else []
     read_only = databases.read_only_role(target)
     message = one_line_error(["run", "--config", str(write_config(tmp_path / "ro.toml", source, read_only))])
     assert "permission denied" in message and "InsufficientPrivilege" in message
-    assert query(target, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()") == tables
+    assert query(target, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1") == tables
     if not fresh:
         assert query(target, "SELECT * FROM anonymized_notes ORDER BY note_id") == before
         assert [s for (s,) in query(target, "SELECT status FROM runs")] == ["done"]

@@ -60,10 +60,12 @@ def _stat(pid: int) -> tuple[int, str] | None:
 def descendants(pid: int) -> set[Process]:
     """Every live process below `pid` (worker processes, multiprocessing's resource tracker)."""
     children: dict[int, list[Process]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        stat = _stat(int(entry.name))
+    # os.listdir, not Path.glob: glob stats each entry, and a process that ends meanwhile raises
+    # ProcessLookupError (ESRCH), which pathlib does not ignore.
+    for name in os.listdir("/proc"):
+        stat = _stat(int(name)) if name.isdigit() else None
         if stat is not None:
-            children.setdefault(stat[0], []).append((int(entry.name), stat[1]))
+            children.setdefault(stat[0], []).append((int(name), stat[1]))
     found: set[Process] = set()
     todo = [pid]
     while todo:
