@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from anonymizer.cli import app
@@ -29,3 +30,23 @@ def test_unreachable_server_exits_2_without_a_traceback(hospital):
     result = subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(hospital)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.startswith("error: source.url: cannot connect") and "Traceback" not in result.stderr
+
+
+def error_line(args: list[str]) -> str:
+    """The CLI run in its own process: exit 2 and one `error:` line on stderr, no traceback."""
+    result = subprocess.run([sys.executable, "-m", "anonymizer", *args], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "content, line", [("Dr Tan\nJosé Müller\n".encode("latin-1"), 2), (b"Dr Tan\nHealey\n\x89PNG\x00\x01", 3)], ids=["latin1", "binary"]
+)
+def test_a_list_file_that_is_not_utf8_text_is_one_line_naming_the_file_and_line(hospital, tmp_path, content, line):
+    (tmp_path / "doctors.txt").write_bytes(content)
+    hospital.write_text(hospital.read_text() + f'\n[[lists]]\ncategory = "DOCTOR"\nfile = "{tmp_path / "doctors.txt"}"\n')
+    message = error_line(["run", "--config", str(hospital)])
+    assert f"doctors.txt: line {line} is not UTF-8" in message
+    assert "Müller" not in message and "PNG" not in message
+    assert not (tmp_path / "target.db").exists()
