@@ -160,8 +160,9 @@ app.add_typer(audit_app, name="audit")
 
 
 def _target(config: Optional[Path]) -> tuple[Config, Target]:
+    """The configured target as it is: an audit never creates, migrates or locks it."""
     cfg = load_config(config)
-    return cfg, Target(cfg.target.url)
+    return cfg, Target(cfg.target.url, create=False)
 
 
 @audit_app.command("summary")
@@ -175,6 +176,8 @@ def audit_summary(
         reports = audit.summary(_target(config)[1], run_id)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     if as_json:
         print(json.dumps([vars(r) for r in reports], indent=2))  # vars: asdict mangles Counters
         return
@@ -203,6 +206,8 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
         view = audit.note_view(cfg, target, note_id)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     marked = Text()
     position = 0
     replacements = view.replacements or [None] * len(view.spans)
@@ -242,6 +247,8 @@ def audit_leaks(
                 print("\t".join(f"{k}={v}" for k, v in item.items()))
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     err.print(f"{found} finding(s)")
     raise typer.Exit(1 if found else 0)
 
@@ -300,6 +307,8 @@ def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> No
         counts = audit.import_review(_target(config)[1], file)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")
 
 

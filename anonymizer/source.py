@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Collection, Iterator, Sequence
+from urllib.parse import unquote, urlsplit
 
 import regex
 import sqlalchemy as sa
@@ -32,10 +35,21 @@ class Batch:
     records: dict[str, PatientRecord]
 
 
-def connect(url: str, what: str) -> sa.Engine:
-    """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors."""
+def connect(url: str, what: str, *, create: bool = False) -> sa.Engine:
+    """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors.
+
+    A SQLite file that does not exist is an error, unless `create` (a target being written): then
+    it is created readable by its owner only, since it will hold notes.  SQLite would otherwise
+    create an empty file wherever a mistyped path points, and an audit would pass on it.
+    """
     try:
-        engine = sa.create_engine(url)
+        parsed = sa.engine.make_url(url)
+        path = sqlite_file(parsed)
+        if path is not None and not path.exists():
+            if not create or parsed.query.get("mode") == "ro":
+                raise ConfigError(f"{what}: no SQLite database at {path}")
+            _create_private(path, what)
+        engine = sa.create_engine(parsed)
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "connect", _lenient_sqlite_text)
         with engine.connect():
@@ -48,6 +62,28 @@ def connect(url: str, what: str) -> sa.Engine:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         raise ConfigError(f"{what}: cannot connect ({reason})") from None
     return engine
+
+
+def sqlite_file(url: sa.URL) -> Path | None:
+    """The file a SQLite URL names (also as a `file:` URI), or None: another engine, or in memory."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    database = url.database
+    if url.query.get("uri") == "true" and database.startswith("file:"):
+        if url.query.get("mode") == "memory":
+            return None
+        database = unquote(urlsplit(database).path)
+    return Path(database)
+
+
+def _create_private(path: Path, what: str) -> None:
+    """An empty file (an empty SQLite database) only its owner can read, never through a symlink."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass  # created meanwhile (another run): its own mode stands
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot create {path} ({exc.strerror})") from None
 
 
 def _lenient_sqlite_text(dbapi_connection: Any, _record: Any) -> None:
