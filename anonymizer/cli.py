@@ -142,7 +142,11 @@ def reprocess(
         if patients_from is not None:
             if not patients_from.is_file():
                 raise ConfigError(f"--patients-from: file not found: {patients_from}")
-            ids += [line.strip() for line in patients_from.read_text().splitlines() if line.strip()]
+            try:
+                lines = patients_from.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError:
+                raise ConfigError(f"--patients-from: {patients_from} is not UTF-8 text") from None
+            ids += [line.strip() for line in lines if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
         summary = reprocess_job(load_config(config), ids, changed=changed, workers=workers or default_workers())

@@ -88,3 +88,9 @@ def test_a_killed_worker_is_one_error_line_exit_2_and_a_failed_run(databases, tm
     assert query(target, "SELECT status FROM runs ORDER BY run_id")[-1] == ("failed",)
     assert subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(config), "-w", "1"]).returncode == 0
     check_every_note_once(source, target)
+
+
+def test_a_patients_file_that_is_not_utf8_text_is_one_line(hospital, tmp_path):
+    (tmp_path / "ids.txt").write_bytes("1\nJosé\n".encode("latin-1"))
+    message = error_line(["reprocess", "--patients-from", str(tmp_path / "ids.txt"), "--config", str(hospital)])
+    assert message.startswith("error: --patients-from: ") and "not UTF-8" in message
