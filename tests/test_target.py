@@ -10,7 +10,6 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
