@@ -94,3 +94,9 @@ def test_a_patients_file_that_is_not_utf8_text_is_one_line(hospital, tmp_path):
     (tmp_path / "ids.txt").write_bytes("1\nJosé\n".encode("latin-1"))
     message = error_line(["reprocess", "--patients-from", str(tmp_path / "ids.txt"), "--config", str(hospital)])
     assert message.startswith("error: --patients-from: ") and "not UTF-8" in message
+
+
+def test_a_missing_sqlite_source_is_one_line_and_no_empty_file_is_left_there(hospital, tmp_path):
+    hospital.write_text(hospital.read_text().replace(str(tmp_path / "hospital.db"), str(tmp_path / "hospitl.db")))
+    assert error_line(["run", "--config", str(hospital)]) == f"error: source.url: no SQLite database at {tmp_path / 'hospitl.db'}\n"
+    assert not (tmp_path / "hospitl.db").exists() and not (tmp_path / "target.db").exists()
