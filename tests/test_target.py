@@ -293,3 +293,14 @@ def test_write_permission_revoked_mid_run_reports_the_write_error_and_logs_the_u
     assert any("could not be marked failed" in r.getMessage() for r in caplog.records)
     assert query(target, "SELECT status FROM runs") == [("running",)]
     assert _free(target, within=0), "the lock is released all the same"
+
+
+def test_a_database_error_during_an_audit_is_one_line_exit_2_not_a_finding(databases, tmp_path):
+    source, target, config = setup(databases, tmp_path, "postgresql")
+    assert runner.invoke(app, ["run", "--workers", "1", "--config", str(config)]).exit_code == 0
+    reader = databases.read_only_role(target)
+    with admin_engine("postgresql").connect() as conn:
+        conn.execute(sa.text(f'REVOKE SELECT ON "{schema_of(target)}".phi_spans FROM "{sa.engine.make_url(reader).username}"'))
+    audit = write_config(tmp_path / "reader.toml", source, reader)
+    message = error_line(["audit", "summary", "--config", str(audit)])
+    assert message == "error: audit failed: InsufficientPrivilege [42501]: permission denied for table phi_spans"
