@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shlex
 import sys
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -48,6 +50,10 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progre
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+
+
+# A worker killed (the OOM killer, kill -9): the run is marked failed and the next run continues.
+WORKER_DIED = "{} failed: a worker process ended abruptly (killed, or out of memory); run again to continue"
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -93,6 +99,8 @@ def run(
         raise fail(str(exc)) from None
     except DBAPIError as exc:  # a database failed mid-run: one line, no data; the run is marked failed
         raise fail(str(database_error(exc, "run failed"))) from None
+    except BrokenProcessPool:
+        raise fail(WORKER_DIED.format("run")) from None
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -134,7 +142,11 @@ def reprocess(
         if patients_from is not None:
             if not patients_from.is_file():
                 raise ConfigError(f"--patients-from: file not found: {patients_from}")
-            ids += [line.strip() for line in patients_from.read_text().splitlines() if line.strip()]
+            try:
+                lines = patients_from.read_text(encoding="utf-8").splitlines()
+            except UnicodeDecodeError:
+                raise ConfigError(f"--patients-from: {patients_from} is not UTF-8 text") from None
+            ids += [line.strip() for line in lines if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
         summary = reprocess_job(load_config(config), ids, changed=changed, workers=workers or default_workers())
@@ -142,6 +154,8 @@ def reprocess(
         raise fail(str(exc)) from None
     except DBAPIError as exc:
         raise fail(str(database_error(exc, "reprocess failed"))) from None
+    except BrokenProcessPool:
+        raise fail(WORKER_DIED.format("reprocess")) from None
     print_summary(summary, dry_run=False)
 
 
@@ -150,8 +164,9 @@ app.add_typer(audit_app, name="audit")
 
 
 def _target(config: Optional[Path]) -> tuple[Config, Target]:
+    """The configured target as it is: an audit never creates, migrates or locks it."""
     cfg = load_config(config)
-    return cfg, Target(cfg.target.url)
+    return cfg, Target(cfg.target.url, create=False)
 
 
 @audit_app.command("summary")
@@ -165,6 +180,8 @@ def audit_summary(
         reports = audit.summary(_target(config)[1], run_id)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     if as_json:
         print(json.dumps([vars(r) for r in reports], indent=2))  # vars: asdict mangles Counters
         return
@@ -193,6 +210,8 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
         view = audit.note_view(cfg, target, note_id)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     marked = Text()
     position = 0
     replacements = view.replacements or [None] * len(view.spans)
@@ -232,6 +251,8 @@ def audit_leaks(
                 print("\t".join(f"{k}={v}" for k, v in item.items()))
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     err.print(f"{found} finding(s)")
     raise typer.Exit(1 if found else 0)
 
@@ -240,17 +261,45 @@ def audit_leaks(
 def audit_sample(
     n: int = typer.Option(..., "--n", min=1, help="How many notes."),
     seed: int = typer.Option(..., "--seed", help="The same seed gives the same sample."),
-    out_file: Path = typer.Option(..., "--out", help="JSON-lines file to write (contains PHI)."),
+    out_file: Path = typer.Option(..., "--out", help="JSON-lines file to write (contains PHI; created readable by you only)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file (never through a symlink)."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """Write a reproducible random sample of notes with their detections, for manual review."""
     try:
         cfg, target = _target(config)
         items = audit.sample(cfg, target, n, seed)
+        with private_file(out_file, force) as stream:
+            stream.write("".join(json.dumps(item) + "\n" for item in items))
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    out_file.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     err.print(f"{len(items)} notes written to {out_file}; mark spans under 'missed' and 'wrong', then import-review")
+
+
+def private_file(path: Path, force: bool) -> TextIO:
+    """A new file for PHI, readable by its owner only, opened without following a symlink.
+
+    An existing file is refused unless `force` (then replaced); a symlink is refused always, so the
+    sample cannot be sent to wherever a link points.
+    """
+    if path.is_symlink():
+        raise ConfigError(f"--out: {path} is a symbolic link; give the file itself")
+    if force:
+        try:
+            path.unlink()  # a new file, so it gets 0600 whatever the old one had
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ConfigError(f"--out: cannot replace {path} ({exc.strerror})") from None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise ConfigError(f"--out: {path} exists; give another file or --force to replace it") from None
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot create {path} ({exc.strerror})") from None
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 @audit_app.command("import-review")
@@ -262,6 +311,8 @@ def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> No
         counts = audit.import_review(_target(config)[1], file)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
     out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tomllib
 import types
@@ -26,6 +27,15 @@ DEFAULT_FILE = "anonymizer.toml"
 
 class ConfigError(ValueError):
     """The configuration, or the schema it describes, is not usable. The message is one line."""
+
+
+def check_range(ok: bool, key: str, value: object, expected: str) -> None:
+    """Refuse an out-of-range value at load: a value that switches a safeguard off must not run.
+
+    (A zero name threshold turns name matching off, a zero batch size ends a run with no notes.)
+    """
+    if not ok:
+        raise ConfigError(f"{key}: {value!r} is out of range (must be {expected})")
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,10 @@ class DetectorsConfig:
     name_threshold: float = 0.33  # edit-distance ratio d / min(|n|, |w|) below which a word is a name
     regex_timeout: float = 5.0  # seconds one note may spend in one pattern pass
 
+    def __post_init__(self) -> None:
+        check_range(0 < self.name_threshold < 1, "detectors.name_threshold", self.name_threshold, "between 0 and 1, exclusive")
+        check_range(math.isfinite(self.regex_timeout) and self.regex_timeout > 0, "detectors.regex_timeout", self.regex_timeout, "a positive number of seconds")
+
 
 @dataclass(frozen=True)
 class ClassifierConfig:
@@ -88,14 +102,21 @@ class ClassifierConfig:
     model: str | None = None  # path to a trained model; None means the model shipped in the package
     threshold: float | None = None  # decision threshold; None means the one stored with the model
 
+    def __post_init__(self) -> None:
+        check_range(self.threshold is None or math.isfinite(self.threshold), "classifier.threshold", self.threshold, "a finite number")
+
 
 @dataclass(frozen=True)
 class RunConfig:
     batch_size: int = 500
 
+    def __post_init__(self) -> None:
+        check_range(self.batch_size >= 1, "run.batch_size", self.batch_size, "at least 1")
+
 
 REPLACE_MODES = ("tags", "surrogates")
 YEAR_MODES = ("keep", "shift")
+MAX_DATE_SHIFT = 36_500  # days (a century): further back, shifted dates leave the calendar's range
 
 
 @dataclass(frozen=True)
@@ -115,6 +136,7 @@ class ReplaceConfig:
             raise ConfigError(f"replace.years: '{self.years}' is not one of {', '.join(YEAR_MODES)}")
         if not 1 <= self.date_shift_min <= self.date_shift_max:
             raise ConfigError("replace: need 1 <= date_shift_min <= date_shift_max")
+        check_range(self.date_shift_max <= MAX_DATE_SHIFT, "replace.date_shift_max", self.date_shift_max, f"at most {MAX_DATE_SHIFT} days")
         if not self.secret_env:
             raise ConfigError("replace.secret_env: empty variable name")
 

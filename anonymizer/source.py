@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Collection, Iterator, Sequence
+from urllib.parse import unquote, urlsplit
 
 import regex
 import sqlalchemy as sa
@@ -32,10 +35,21 @@ class Batch:
     records: dict[str, PatientRecord]
 
 
-def connect(url: str, what: str) -> sa.Engine:
-    """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors."""
+def connect(url: str, what: str, *, create: bool = False) -> sa.Engine:
+    """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors.
+
+    A SQLite file that does not exist is an error, unless `create` (a target being written): then
+    it is created readable by its owner only, since it will hold notes.  SQLite would otherwise
+    create an empty file wherever a mistyped path points, and an audit would pass on it.
+    """
     try:
-        engine = sa.create_engine(url)
+        parsed = sa.engine.make_url(url)
+        path = sqlite_file(parsed)
+        if path is not None and not path.exists():
+            if not create or parsed.query.get("mode") == "ro":
+                raise ConfigError(f"{what}: no SQLite database at {path}")
+            _create_private(path, what)
+        engine = sa.create_engine(parsed)
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "connect", _lenient_sqlite_text)
         with engine.connect():
@@ -48,6 +62,28 @@ def connect(url: str, what: str) -> sa.Engine:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         raise ConfigError(f"{what}: cannot connect ({reason})") from None
     return engine
+
+
+def sqlite_file(url: sa.URL) -> Path | None:
+    """The file a SQLite URL names (also as a `file:` URI), or None: another engine, or in memory."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    database = url.database
+    if url.query.get("uri") == "true" and database.startswith("file:"):
+        if url.query.get("mode") == "memory":
+            return None
+        database = unquote(urlsplit(database).path)
+    return Path(database)
+
+
+def _create_private(path: Path, what: str) -> None:
+    """An empty file (an empty SQLite database) only its owner can read, never through a symlink."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass  # created meanwhile (another run): its own mode stands
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot create {path} ({exc.strerror})") from None
 
 
 def _lenient_sqlite_text(dbapi_connection: Any, _record: Any) -> None:
@@ -67,24 +103,76 @@ _OWN_NAMES = regex.compile(
     r"(anonymizer_alembic_version|runs|anonymized_notes|phi_spans|failures|patient_digests|review_spans"
     r"|note_id|patient_id|text|run_id|source_digest|reason|status|PRIMARY|UTF8|ix_\w+)(_pkey|_\w+_check|_\w+_fkey)?"
 )
+# Errors whose text the server writes itself (connection, authentication, privileges, missing
+# tables and columns, resources).  Any other can carry a row's text: a trigger's RAISE or SIGNAL,
+# a constraint, a value that does not convert.  Of those only the class and code are shown.
+_PG_OWN = ("08", "28", "3D", "3F", "40", "53", "54", "55", "57", "58", "25006", "42501", "42P01", "42703")
+_SQLITE_OWN = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_BUSY", "SQLITE_LOCKED",
+               "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PERM", "SQLITE_AUTH", "SQLITE_NOMEM")
+_SQLITE_ERROR_OWN = regex.compile(r"no such (?:table|column): [\w.]+|table \w+ has no column named \w+")
+# MySQL/MariaDB: a trigger's SIGNAL may give any error number, so the text is kept only as far as
+# it matches the server's own message for that number (Q: a quoted part, masked or one of ours).
+_MYSQL_OWN = {
+    errno: regex.compile(template.replace("Q", f"(?:{_QUOTED.pattern})"))
+    for errno, template in {
+        1036: r"Table Q is read only",
+        1040: r"Too many connections",
+        1044: r"Access denied for user Q@Q to database Q",
+        1045: r"Access denied for user Q@Q \(using password: (?:YES|NO)\)",
+        1049: r"Unknown database Q",
+        1054: r"Unknown column Q in Q",
+        1142: r"[A-Z ]{1,30} command denied to user Q@Q for table Q(?:\.Q)?",
+        1143: r"[A-Z ]{1,30} command denied to user Q@Q for column Q in table Q",
+        1146: r"Table Q doesn't exist",
+        1114: r"The table Q is full",
+        1205: r"Lock wait timeout exceeded; try restarting transaction",
+        1213: r"Deadlock found when trying to get lock; try restarting transaction",
+        1290: r"The (?:MariaDB|MySQL) server is running with the [\w-]{1,60} option so it cannot execute this statement",
+        2003: r"Can't connect to MySQL server on Q",
+        2006: r"MySQL server has gone away",
+        2013: r"Lost connection to (?:MySQL|MariaDB) server during query",
+    }.items()
+}
 
 
 def database_error(exc: DBAPIError, what: str = "database error") -> DatabaseError:
-    """The driver's error as one line, its class and code first, with quoted values masked."""
+    """The driver's error as one line: its class and code, and its text only where the server
+    wrote it (never a row's data), with quoted values masked."""
     orig = exc.orig
     if orig is None:
         return DatabaseError(f"{what}: {type(exc).__name__}")
     code = getattr(orig, "sqlstate", None) or getattr(orig, "sqlite_errorname", None)
     args = getattr(orig, "args", ())
+    errno = None
     if len(args) == 2 and isinstance(args[0], int):  # PyMySQL: (errno, message)
-        code, message = code or args[0], str(args[1])
+        errno, message = args[0], str(args[1])
+        code = code or errno
     else:
         diag = getattr(orig, "diag", None)
         message = getattr(diag, "message_primary", None) or str(orig)
     lines = message.strip().splitlines()  # PostgreSQL's DETAIL line holds the failing row: dropped
     first = lines[0] if lines else ""
     masked = _QUOTED.sub(lambda m: m.group() if _OWN_NAMES.fullmatch(m.group()[1:-1]) else m.group()[0] + "…" + m.group()[0], first)
-    return DatabaseError(f"{what}: {type(orig).__name__}" + (f" [{code}]" if code else "") + f": {masked[:300]}")
+    own = _server_text(orig, errno or code, masked)
+    return DatabaseError(f"{what}: {type(orig).__name__}" + (f" [{code}]" if code else "") + (f": {own[:300]}" if own else ""))
+
+
+def _server_text(orig: BaseException, code: object, masked: str) -> str | None:
+    """The part of a (masked) error message the server wrote itself, or None (`code`: a MySQL errno,
+    a SQLite error name or a SQLSTATE)."""
+    if isinstance(code, int):  # MySQL/MariaDB
+        template = _MYSQL_OWN.get(code)
+        match = template.match(masked) if template else None
+        return match.group() if match else None
+    if hasattr(orig, "sqlite_errorname"):
+        if str(code).startswith(_SQLITE_OWN) or (code == "SQLITE_ERROR" and _SQLITE_ERROR_OWN.fullmatch(masked)):
+            return masked
+        return None
+    if code is None:  # psycopg's own (client side) connection errors
+        return masked if type(orig).__name__ in ("OperationalError", "InterfaceError") else None
+    # PostgreSQL: an error raised inside a function or trigger (RAISE) has a context; its text is the function's.
+    diag = getattr(orig, "diag", None)
+    return masked if str(code).startswith(_PG_OWN) and getattr(diag, "context", None) is None else None
 
 
 class Source:

@@ -79,3 +79,33 @@ def test_an_unknown_detector_name_is_refused_before_anything_is_built():
 
     with pytest.raises(ConfigError, match="detectors.disabled: unknown detector 'regexes'"):
         build_pipeline(DetectorsConfig(disabled=("regexes",)), {}, ClassifierConfig(enabled=False))
+
+
+@pytest.mark.parametrize(
+    "section, key, value",
+    [
+        ("detectors", "name_threshold", "0.0"),  # would turn name matching off
+        ("detectors", "name_threshold", "1.0"),
+        ("detectors", "name_threshold", "-0.5"),
+        ("detectors", "regex_timeout", "0"),  # would fail every note
+        ("detectors", "regex_timeout", "-1.0"),
+        ("detectors", "regex_timeout", "inf"),
+        ("detectors", "regex_timeout", "nan"),
+        ("classifier", "threshold", "nan"),
+        ("classifier", "threshold", "-inf"),
+        ("run", "batch_size", "0"),  # would end "done" with no note
+        ("run", "batch_size", "-5"),
+        ("replace", "date_shift_max", "1000000000"),
+    ],
+)
+def test_out_of_range_values_are_refused_at_load_with_one_line(tmp_path, section, key, value):
+    path = tmp_path / "anonymizer.toml"
+    path.write_text(
+        '[source]\nurl = "sqlite:///x.db"\n[patients]\ntable = "p"\nid = "i"\n'
+        '[notes]\ntable = "n"\nid = "i"\npatient = "p"\ntext = "t"\n[target]\nurl = "sqlite:///y.db"\n'
+        f"[{section}]\n{key} = {value}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{section}.{key}: ") and "out of range" in str(info.value)
+    assert "\n" not in str(info.value)

@@ -38,6 +38,8 @@ from anonymizer.target import Target
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = data_dir("rules")
+SECRET_ONE = "5e3f0c9a1b7d2e48a6c4f1d09b8e7a3c"  # 128 bits, as `openssl rand -hex 16` gives
+SECRET_TWO = "c2a9e4f7b1d3085e6a9c7f2b4d1e0a83"
 SURROGATES = ReplaceConfig(mode="surrogates")
 
 RECORD = PatientRecord(
@@ -70,7 +72,7 @@ def replacer(secret: bytes, date_pattern, lists, config: ReplaceConfig = SURROGA
     return SurrogateReplacer(secret, config, RULES, date_pattern, 0.33, lists=lists)
 
 
-def pipeline(monkeypatch, secret: str = "secret-one", config: ReplaceConfig = SURROGATES):
+def pipeline(monkeypatch, secret: str = SECRET_ONE, config: ReplaceConfig = SURROGATES):
     monkeypatch.setenv("ANONYMIZER_SECRET", secret)
     return build_pipeline(DetectorsConfig(), {"DOCTOR": ["Healey"]}, ClassifierConfig(enabled=False), replace=config)
 
@@ -101,10 +103,10 @@ def test_names_are_consistent_across_notes_and_runs_and_keep_their_form(monkeypa
 
 
 def test_a_different_secret_gives_different_surrogates(monkeypatch):
-    one = anonymize_patient(RECORD, NOTES, pipeline(monkeypatch, "secret-one"))
-    two = anonymize_patient(RECORD, NOTES, pipeline(monkeypatch, "secret-two"))
+    one = anonymize_patient(RECORD, NOTES, pipeline(monkeypatch, SECRET_ONE))
+    two = anonymize_patient(RECORD, NOTES, pipeline(monkeypatch, SECRET_TWO))
     assert all(a.text != b.text for a, b in zip(one, two))
-    assert pipeline(monkeypatch, "secret-one").digest != pipeline(monkeypatch, "secret-two").digest
+    assert pipeline(monkeypatch, SECRET_ONE).digest != pipeline(monkeypatch, SECRET_TWO).digest
 
 
 def test_surrogates_keep_origin_kind_and_gender(date_pattern, lists):
@@ -306,8 +308,18 @@ def test_a_run_without_the_secret_exits_2_and_writes_nothing(hospital, monkeypat
     assert not (hospital.parent / "target.db").exists()
 
 
+@pytest.mark.parametrize("weak", ["a", "readme-example", "0123456789abcdef", "a" * 64, "ab" * 32])
+def test_a_weak_secret_is_refused_with_how_to_make_one(hospital, monkeypatch, weak):
+    monkeypatch.setenv("ANONYMIZER_SECRET", weak)
+    result = CliRunner().invoke(app, ["run", "--config", str(_surrogate_config(hospital))])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "too weak" in result.output and "openssl rand -hex 32" in result.output
+    assert len(weak) < 8 or weak not in result.output  # never echoed
+    assert not (hospital.parent / "target.db").exists()
+
+
 def test_audit_note_shows_the_surrogate_with_or_without_the_secret(hospital, monkeypatch):
-    monkeypatch.setenv("ANONYMIZER_SECRET", "secret-one")
+    monkeypatch.setenv("ANONYMIZER_SECRET", SECRET_ONE)
     cfg = load_config(_surrogate_config(hospital))
     run(cfg)
     target = Target(cfg.target.url)
@@ -324,7 +336,7 @@ def test_audit_note_shows_the_surrogate_with_or_without_the_secret(hospital, mon
 
 def test_sample_database_has_no_leaks_in_surrogate_mode_and_no_surrogate_equals_its_original(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("ANONYMIZER_SECRET", "secret-one")
+    monkeypatch.setenv("ANONYMIZER_SECRET", SECRET_ONE)
     cfg = load_config(ROOT / "sample_db" / "anonymizer.toml")
     cfg = dataclasses.replace(
         cfg,

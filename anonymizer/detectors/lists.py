@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from anonymizer.config import ConfigError
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
 
@@ -29,10 +30,21 @@ _PRIORITY = {category: rank for rank, category in enumerate(CATEGORIES)}
 def load_list_file(path: Path | str) -> list[str]:
     """Read one entry per line; blank lines and lines starting with '#' are skipped.
 
-    Only whole-line comments: a '#' inside an entry ("Blk 5 #02-01") is part of it.
+    Only whole-line comments: a '#' inside an entry ("Blk 5 #02-01") is part of it.  A file that
+    is not UTF-8 text (Latin-1, binary) is refused naming its first bad line, never quoting it:
+    guessing its encoding would miss the entries it garbles.
     """
-    lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
-    return [line.rstrip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    else:
+        bad = raw.find(b"\x00")  # binary
+    if bad >= 0:
+        line = raw[:bad].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line} is not UTF-8 text; save the list as UTF-8")
+    return [line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _key(entry: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -51,14 +52,49 @@ URL_HOST = regex.compile(r"(?i)^((?:https?|ftp)://)?(www\.)?([^/\s?#]+)(.*)$", r
 
 
 def read_secret(variable: str) -> bytes:
-    """The surrogate key from the environment; a missing or empty variable is a ConfigError."""
+    """The surrogate key from the environment; a missing, empty or guessable one is a ConfigError.
+
+    A weak key is as good as none: with one known date pair, trying every short key recovers it and
+    with it every patient's date shift and names.  Hence at least SECRET_BITS bits, estimated from
+    the key's length and the smallest alphabet that spells it (32 hex characters, 22 of base64).
+    """
     value = os.environ.get(variable, "")
     if not value:
         raise ConfigError(
             f'replace.mode = "surrogates" needs a secret key in the environment variable {variable} '
-            "(keep it safe: the same key gives the same surrogates)"
+            f"(make one with `{MAKE_SECRET}` and keep it safe: the same key gives the same surrogates)"
+        )
+    if secret_bits(value) < SECRET_BITS:
+        raise ConfigError(
+            f"{variable}: the secret key is too weak (under {SECRET_BITS} bits, e.g. fewer than 32 hex characters); "
+            f"make one with `{MAKE_SECRET}`"
         )
     return value.encode("utf-8")
+
+
+SECRET_BITS = 128
+MAKE_SECRET = "openssl rand -hex 32"
+_ALPHABETS = (  # smallest first: a key is credited with the first one that spells it
+    (10, frozenset("0123456789")),
+    (16, frozenset("0123456789abcdef")),
+    (16, frozenset("0123456789ABCDEF")),
+    (26, frozenset("abcdefghijklmnopqrstuvwxyz")),
+    (26, frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
+    (36, frozenset("0123456789abcdefghijklmnopqrstuvwxyz")),
+    (36, frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")),
+    (64, frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/=-_")),
+    (95, frozenset(chr(c) for c in range(32, 127))),
+)
+
+
+def secret_bits(value: str) -> float:
+    """An upper bound on a key's strength: its length times the bits of the smallest alphabet that
+    spells it; a key of fewer than 8 distinct characters ("aaaa…", "abab…") is not random: 0."""
+    chars = set(value)
+    if len(chars) < 8:
+        return 0.0
+    size = next((n for n, alphabet in _ALPHABETS if chars <= alphabet), 2**16)
+    return len(value) * math.log2(size)
 
 
 # --- Per patient --------------------------------------------------------------------------------
