@@ -1,0 +1,107 @@
+"""The reader's view of a note: invisible characters and compatibility forms cannot hide PHI.
+
+The map back to the stored text is checked by property; the run (tags and surrogates, through the
+unit of work and through a real run on SQLite) and the release gate are checked end to end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from anonymizer.cli import app
+from anonymizer.config import ClassifierConfig, DetectorsConfig, ReplaceConfig, load_config
+from anonymizer.normalize import INVISIBLE, MAX_MARKS, normalize
+from anonymizer.pipeline import anonymize_patient, build_pipeline
+from anonymizer.record import Note, PatientRecord
+from anonymizer.run import run
+from tests.conftest import CONFIG, NOTES, create_hospital
+
+runner = CliRunner()
+ZWSP, SHY, LRM = "\u200b", "\u00ad", "\u200e"
+FULL_NRIC = "\uff33\uff11\uff12\uff13\uff14\uff15\uff16\uff17\uff24"  # Ｓ１２３４５６７Ｄ
+
+RECORD = PatientRecord("1", names=("Tan Wei Ming",), identifiers=("S1234567D",), phones=("+65 9123 4567",),
+                       dates=(dt.date(1950, 3, 12),))
+HIDDEN = [
+    Note("1", "1", f"Pt Ta{ZWSP}n Wei Ming, NRIC {FULL_NRIC}, called \uff19\uff11\uff12\uff13 4567."),
+    Note("2", "1", f"Pt T{SHY}a{LRM}n W{ZWSP}ei Ming seen; TAN{ZWSP}WEI MING; dob \uff11\uff12/03/1950"),
+]
+
+
+# --- the view and its map ----------------------------------------------------------------------------
+
+
+def test_an_ascii_note_is_its_own_view():
+    text = "Pt Tan Wei Ming, NRIC S1234567D"
+    view = normalize(text)
+    assert view.text is text and view.span(3, 6) == (3, 6) and not view.removed
+
+
+def test_invisible_characters_are_removed_and_compatibility_forms_folded():
+    assert normalize(f"Ta{ZWSP}n {SHY}W{LRM}ei\u2060 Ming\ufeff").text == "Tan Wei Ming"
+    assert normalize(f"Ta\u034fn Wei\ufe0f").text == "Tan Wei"  # grapheme joiner, variation selector
+    assert normalize(FULL_NRIC).text == "S1234567D"
+    assert normalize("\u2460\u2461 \ufb01ve \u338f").text == "12 five kg"  # circled digits, ligature, ㎏
+
+
+def test_a_span_covers_the_invisible_characters_inside_and_after_it_and_whole_expansions():
+    view = normalize(f"Pt Ta{ZWSP}n{LRM} Wei")
+    assert view.text == "Pt Tan Wei"
+    assert view.span(3, 6) == (3, 8)  # "Ta\u200bn\u200e"
+    assert view.span(3, 5) == (3, 6) and view.span(5, 6) == (6, 8)  # halves touch: nothing left between
+    ligature = normalize("x\ufb01y")  # ﬁ -> fi
+    assert ligature.text == "xfiy" and ligature.span(1, 2) == ligature.span(2, 3) == (1, 2)
+
+
+def test_a_long_run_of_combining_marks_is_cut_into_bounded_stretches():
+    # NFKC's reordering of marks is quadratic in their number: no stretch may grow with the note.
+    text = "a" + "\u0301\u0316" * 5_000
+    view = normalize(text)
+    assert len(view.text) >= len(text) - MAX_MARKS  # NFKC composes within the first stretch only
+    assert max(view.ends[i] - view.starts[i] for i in range(len(view.text))) <= MAX_MARKS + 1
+
+
+TRICKY = st.sampled_from(
+    [ZWSP, SHY, LRM, "\u202e", "\u2066", "\ufeff", "\u034f", "\ufe0f", "\u200d",  # invisible
+     "\uff33", "\uff11", "\ufb01", "\u338f", "\u2460", "\ufdfa", "\u00b5", "\u00bd", "\u00a0",  # NFKC changes
+     "\u0301", "\u0316", "\u0327", "\u1161", "\u11a8", "\u1100", "\u0b47", "\u0b3e",  # marks, jamo, Oriya
+     "e", "a", " ", "1", "T", "\u9648", "\u05d0", "\u0645"]
+)
+NOTES_TEXT = st.lists(st.one_of(TRICKY, st.characters(exclude_categories=("Cs",))), max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(NOTES_TEXT, st.data())
+def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
+    view = normalize(text)
+    n = len(view.text)
+    assert not INVISIBLE.search(view.text)
+    assert normalize(view.text).text == view.text  # the view is its own view
+    if view.starts is None:
+        assert view.text == text
+        return
+    assert len(view.starts) == len(view.ends) == n
+    if n:
+        assert view.starts[0] == 0 and view.ends[-1] == len(text)  # the stretches tile the original
+    for i in range(n - 1):
+        same = (view.starts[i + 1], view.ends[i + 1]) == (view.starts[i], view.ends[i])
+        assert same or view.starts[i + 1] == view.ends[i]
+    if not n:
+        return
+    s = data.draw(st.integers(0, n - 1))
+    e = data.draw(st.integers(s + 1, n))
+    start, end = view.span(s, e)
+    assert 0 <= start < end <= len(text)
+    # Widened to whole stretches, the original slice normalizes to the view's slice.
+    while s > 0 and view.starts[s - 1] == start:
+        s -= 1
+    while e < n and view.ends[e] == end:
+        e += 1
+    assert normalize(text[start:end]).text == view.text[s:e]
