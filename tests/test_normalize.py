@@ -105,3 +105,21 @@ def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
     while e < n and view.ends[e] == end:
         e += 1
     assert normalize(text[start:end]).text == view.text[s:e]
+
+
+# --- the gate ------------------------------------------------------------------------------------------
+
+
+def test_the_gate_finds_a_leak_hidden_by_invisible_or_full_width_characters(hospital):
+    run(load_config(hospital))
+    text = f"[PATIENT] Anto{ZWSP}nette Bru{SHY}cer, NRIC {FULL_NRIC}"
+    engine = sa.create_engine(load_config(hospital).target.url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE anonymized_notes SET text = :t WHERE note_id = '11'"), dict(t=text))
+    engine.dispose()
+    result = runner.invoke(app, ["audit", "leaks", "--json", "--show-values", "--config", str(hospital)])
+    assert result.exit_code == 1
+    findings = [json.loads(line) for line in result.stdout.splitlines()]
+    values = {(f["field"], f["value"]) for f in findings}
+    assert values >= {("name", f"Anto{ZWSP}nette Bru{SHY}cer"), ("identifier", FULL_NRIC)}
+    assert all(text[f["start"] : f["end"]] == f["value"] for f in findings)  # offsets into the stored text
