@@ -1,4 +1,4 @@
-"""The view of a note that detectors match: what a reader sees, mapped back to the stored text.
+r"""The view of a note that detectors match: what a reader sees, mapped back to the stored text.
 
 Invisible characters and compatibility forms hide PHI from a matcher and not from a reader:
 ``Ta\u200bn Wei Ming`` reads "Tan Wei Ming", ``Ｓ１２３４５６７Ｄ`` reads as an NRIC.  :func:`normalize`

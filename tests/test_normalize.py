@@ -107,6 +107,51 @@ def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
     assert normalize(text[start:end]).text == view.text[s:e]
 
 
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def released(mode: str, monkeypatch) -> list[str]:
+    monkeypatch.setenv("ANONYMIZER_SECRET", "normalize-test")
+    pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), replace=ReplaceConfig(mode=mode))
+    results = anonymize_patient(RECORD, HIDDEN + [Note("3", "1", "Pt Tan Wei Ming")], pipeline)
+    assert all(r.error is None for r in results)
+    return [r.text for r in results]
+
+
+def test_tags_replace_names_and_ids_hidden_by_invisible_or_full_width_characters(monkeypatch):
+    first, second, _ = released("tags", monkeypatch)
+    assert first == "Pt [PATIENT], NRIC [ID], called [PHONE]."
+    assert second == "Pt [PATIENT] seen; [PATIENT]; dob [DATE]"
+
+
+def test_surrogates_see_the_span_as_the_reader_does(monkeypatch):
+    first, second, plain = released("surrogates", monkeypatch)
+    fake = plain.removeprefix("Pt ")
+    assert first.startswith(f"Pt {fake}, NRIC S") and second.startswith(f"Pt {fake} seen")  # one fake for Tan Wei Ming
+    for text in (first, second):
+        assert not INVISIBLE.search(text) and text.isascii()
+        assert "Tan" not in text and "1234567" not in text and "4567" not in text
+
+
+def test_a_real_run_releases_neither_and_the_gate_agrees(tmp_path):
+    source, target = tmp_path / "hospital.db", tmp_path / "target.db"
+    notes = NOTES + [
+        dict(note_id=20, patient_id=1, body=f"Pt Anto{ZWSP}nette Bru{SHY}cer, NRIC {FULL_NRIC}."),
+        dict(note_id=21, patient_id=1, body=f"{LRM}BRUCER{ZWSP}ANTONETTE called \uff19\uff11\uff12\uff13 4567"),
+    ]
+    create_hospital(f"sqlite:///{source}", notes=notes)
+    config = tmp_path / "anonymizer.toml"
+    config.write_text(CONFIG.format(source=source, target=target))
+    run(load_config(config))
+    engine = sa.create_engine(f"sqlite:///{target}")
+    with engine.connect() as conn:
+        texts = dict(conn.execute(sa.text("SELECT note_id, text FROM anonymized_notes WHERE note_id IN ('20', '21')")).all())
+    engine.dispose()
+    assert texts == {"20": "Pt [PATIENT], NRIC [ID].", "21": f"{LRM}[PATIENT] called [PHONE]"}
+    result = runner.invoke(app, ["audit", "leaks", "--config", str(config)])
+    assert result.exit_code == 0 and "scanned 7 notes: 0 finding(s)" in result.stderr
+
+
 # --- the gate ------------------------------------------------------------------------------------------
 
 
