@@ -18,7 +18,7 @@ whole linear in the note's length.
 from __future__ import annotations
 
 import unicodedata
-from array import array
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -44,28 +44,41 @@ _STRETCH = regex.compile(
 class NormalizedText:
     """`text`, what detectors match, and where each of its characters came from in `original`.
 
-    `starts[i]:ends[i]` is the stretch of `original` that `text[i]` came from (None when `text` is
-    `original`); `removed`: whether invisible characters were taken out.
+    `removed`: whether invisible characters were taken out.  The map (None when `text` is
+    `original`) is piecewise, one piece per run of characters copied as they are and one per
+    folded stretch: piece k begins at `text[at[k]]` and at `original[origin[k]]`; a copied piece
+    (`end[k]` is -1) maps one character to one, every character of a folded one came from
+    `original[origin[k]:end[k]]`.  A span is mapped with two binary searches.
     """
 
     original: str
     text: str
-    starts: array | None = None
-    ends: array | None = None
     removed: bool = False
+    at: tuple[int, ...] | None = None
+    origin: tuple[int, ...] | None = None
+    end: tuple[int, ...] | None = None
+
+    def stretch(self, i: int) -> tuple[int, int]:
+        """The stretch of `original` that `text[i]` came from."""
+        if self.at is None:
+            return i, i + 1
+        k = bisect_right(self.at, i) - 1
+        if self.end[k] < 0:
+            start = self.origin[k] + i - self.at[k]
+            return start, start + 1
+        return self.origin[k], self.end[k]
 
     def span(self, start: int, end: int) -> tuple[int, int]:
-        """The stretch of the original that `text[start:end]` (not empty) came from."""
-        if self.starts is None:
+        """The stretch of `original` that `text[start:end]` (not empty) came from."""
+        if self.at is None:
             return start, end
-        return self.starts[start], self.ends[end - 1]
+        return self.stretch(start)[0], self.stretch(end - 1)[1]
 
     def to_original(self, spans: Sequence[Span]) -> Sequence[Span]:
         """The spans, found in `text`, as offsets into `original` (empty spans are dropped)."""
-        if self.starts is None:
+        if self.at is None:
             return spans
-        starts, ends = self.starts, self.ends
-        return [Span(starts[s.start], ends[s.end - 1], s.category, s.detector, s.rule) for s in spans if s.end > s.start]
+        return [Span(*self.span(s.start, s.end), s.category, s.detector, s.rule) for s in spans if s.end > s.start]
 
     def widen(self, spans: Sequence[Span]) -> list[Span]:
         """Spans found in `original`, each taking the invisible characters right after it (as the
@@ -86,15 +99,18 @@ def normalize(text: str) -> NormalizedText:
 
 def _fold(text: str) -> NormalizedText:
     parts: list[str] = []
-    starts, ends = array("q"), array("q")
-    begin, removed = 0, False  # begin: where the next stretch starts (invisible characters in front join it)
+    pieces: list[tuple[int, int, int]] = []  # (at, origin, end) as in NormalizedText
+    length, begin, removed = 0, 0, False  # begin: where the next stretch starts (invisible characters in front join it)
     for match in _STRETCH.finditer(text):
         i, j = match.span()
         if match.lastgroup == "plain":
+            if begin < i:  # the first character takes the invisible characters in front of it
+                pieces.append((length, begin, i + 1))
+                length, i = length + 1, i + 1
+            if i < j:
+                pieces.append((length, i, -1))
+                length += j - i
             parts.append(match.group())
-            starts.extend(range(i, j))
-            ends.extend(range(i + 1, j + 1))
-            starts[i - j] = begin  # the first of them takes any invisible characters in front
             begin = j
             continue
         piece = match.group()
@@ -103,7 +119,8 @@ def _fold(text: str) -> NormalizedText:
         if kept:
             folded = unicodedata.normalize("NFKC", kept)
             parts.append(folded)
-            starts.extend([begin] * len(folded))
-            ends.extend([j] * len(folded))
+            pieces.append((length, begin, j))
+            length += len(folded)
             begin = j
-    return NormalizedText(text, "".join(parts), starts, ends, removed)
+    at, origin, end = zip(*pieces) if pieces else ((), (), ())
+    return NormalizedText(text, "".join(parts), removed, at, origin, end)

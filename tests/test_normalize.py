@@ -65,7 +65,7 @@ def test_a_long_run_of_combining_marks_is_cut_into_bounded_stretches():
     text = "a" + "\u0301\u0316" * 5_000
     view = normalize(text)
     assert len(view.text) >= len(text) - MAX_MARKS  # NFKC composes within the first stretch only
-    assert max(view.ends[i] - view.starts[i] for i in range(len(view.text))) <= MAX_MARKS + 1
+    assert max(end - start for start, end in map(view.stretch, range(len(view.text)))) <= MAX_MARKS + 1
 
 
 TRICKY = st.sampled_from(
@@ -84,15 +84,14 @@ def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
     n = len(view.text)
     assert not INVISIBLE.search(view.text)
     assert normalize(view.text).text == view.text  # the view is its own view
-    if view.starts is None:
+    if view.at is None:
         assert view.text == text
         return
-    assert len(view.starts) == len(view.ends) == n
+    stretches = [view.stretch(i) for i in range(n)]
     if n:
-        assert view.starts[0] == 0 and view.ends[-1] == len(text)  # the stretches tile the original
-    for i in range(n - 1):
-        same = (view.starts[i + 1], view.ends[i + 1]) == (view.starts[i], view.ends[i])
-        assert same or view.starts[i + 1] == view.ends[i]
+        assert stretches[0][0] == 0 and stretches[-1][1] == len(text)  # the stretches tile the original
+    for (start, end), following in zip(stretches, stretches[1:]):
+        assert start < end and (following == (start, end) or following[0] == end)
     if not n:
         return
     s = data.draw(st.integers(0, n - 1))
@@ -100,9 +99,9 @@ def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
     start, end = view.span(s, e)
     assert 0 <= start < end <= len(text)
     # Widened to whole stretches, the original slice normalizes to the view's slice.
-    while s > 0 and view.starts[s - 1] == start:
+    while s > 0 and stretches[s - 1][0] == start:
         s -= 1
-    while e < n and view.ends[e] == end:
+    while e < n and stretches[e][1] == end:
         e += 1
     assert normalize(text[start:end]).text == view.text[s:e]
 
