@@ -30,6 +30,9 @@ _INV = r"[\p{Cf}\p{Default_Ignorable_Code_Point}]"
 INVISIBLE = regex.compile(_INV)
 _INVISIBLE_RUN = regex.compile(rf"{_INV}+")
 MAX_MARKS = 30
+# Part of every note's source digest (the pipeline's): a change to the view changes what the
+# detectors see, so the next run redoes every note written under the previous one.
+VERSION = 1
 # What NFKC may join to the character before it: combining marks, and the few others it composes.
 _JOINS = r"(?:\P{Canonical_Combining_Class=0}|\p{NFKC_Quick_Check=Maybe})"
 # Characters NFKC leaves alone whatever surrounds them, and that are not invisible.

@@ -19,7 +19,7 @@ from anonymizer.detectors.lists import ListDetector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
-from anonymizer.normalize import NormalizedText, normalize
+from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
 from anonymizer.pickling import by_fields
 from anonymizer.record import Note, PatientRecord
 from anonymizer.replace import replace_with_tags
@@ -180,7 +180,7 @@ def build_pipeline(
         svm = load_detector(classifier, lists, patterns.excused)
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
-    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
+    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION)
     if not surrogates:
         return Pipeline(enabled, svm, digest, excused=patterns.excused)
     from anonymizer.surrogates import build_replacer

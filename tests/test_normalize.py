@@ -151,6 +151,13 @@ def test_a_real_run_releases_neither_and_the_gate_agrees(tmp_path):
     assert result.exit_code == 0 and "scanned 7 notes: 0 finding(s)" in result.stderr
 
 
+def test_a_new_view_redoes_every_note(monkeypatch):
+    # Notes released before the view changed may hold what it now finds: their digests must change.
+    before = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest
+    monkeypatch.setattr("anonymizer.pipeline.VIEW_VERSION", 2)
+    assert build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest != before
+
+
 # --- the gate ------------------------------------------------------------------------------------------
 
 
@@ -167,3 +174,4 @@ def test_the_gate_finds_a_leak_hidden_by_invisible_or_full_width_characters(hosp
     values = {(f["field"], f["value"]) for f in findings}
     assert values >= {("name", f"Anto{ZWSP}nette Bru{SHY}cer"), ("identifier", FULL_NRIC)}
     assert all(text[f["start"] : f["end"]] == f["value"] for f in findings)  # offsets into the stored text
+
