@@ -17,11 +17,12 @@ from typing import Iterator
 import regex
 import sqlalchemy as sa
 
-from anonymizer.config import Config, ConfigError
+from anonymizer.config import Config, ConfigError, DetectorsConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
+from anonymizer.normalize import normalize
 from anonymizer.resources import data_dir
 from anonymizer.source import Source
 from anonymizer.spans import CATEGORIES
@@ -179,22 +180,51 @@ def leak_detectors(rules_dir: Path, name_threshold: float) -> list[Detector]:
     ]
 
 
-def leaks(config: Config, target: Target, batch_size: int = 500) -> Iterator[Leak]:
-    """Scan every anonymized note for its own patient's record, streaming the target."""
-    source = Source(config)
-    detectors = leak_detectors(data_dir("rules"), config.detectors.name_threshold)
-    t = target.notes
-    query = sa.select(t.c.note_id, t.c.patient_id, t.c.text).order_by(t.c.patient_id, t.c.note_id)
-    with target.engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
-        for rows in result.partitions(batch_size):
-            records = source.records({patient for _, patient, _ in rows})
-            for note_id, patient, text in rows:
-                # Tags are our own words; a patient called "Patience" must not match "[PATIENT]".
-                masked = TAG.sub(lambda m: " " * len(m.group()), text)
-                for detector in detectors:
-                    for span in detector(masked, records[patient]):
-                        yield Leak(note_id, patient, span.rule, span.start, span.end, text[span.start : span.end])
+def gate_name_threshold(configured: float) -> float:
+    """The gate matches names at least as loosely as the shipped threshold: a run configured to
+    match them strictly (or not at all, 0.0) must not switch the gate off with it."""
+    return max(configured, DetectorsConfig().name_threshold)
+
+
+class LeakScan:
+    """The leaks of every anonymized note, streaming the target; `notes` counts the notes read.
+
+    Each released text is scanned as a reader sees it (:mod:`anonymizer.normalize`: invisible
+    characters removed, full-width forms folded) and, where invisible characters were removed, as
+    stored too; findings are offsets into the stored text.
+    """
+
+    def __init__(self, config: Config, target: Target, batch_size: int = 500) -> None:
+        self.name_threshold = gate_name_threshold(config.detectors.name_threshold)
+        self.notes = 0
+        self._config, self._target, self._batch_size = config, target, batch_size
+
+    def __iter__(self) -> Iterator[Leak]:
+        source = Source(self._config)
+        detectors = leak_detectors(data_dir("rules"), self.name_threshold)
+        t = self._target.notes
+        query = sa.select(t.c.note_id, t.c.patient_id, t.c.text).order_by(t.c.patient_id, t.c.note_id)
+        with self._target.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=self._batch_size).execute(query)
+            for rows in result.partitions(self._batch_size):
+                records = source.records({patient for _, patient, _ in rows})
+                for note_id, patient, text in rows:
+                    self.notes += 1
+                    # Tags are our own words; a patient called "Patience" must not match "[PATIENT]".
+                    view = normalize(TAG.sub(lambda m: " " * len(m.group()), text))
+                    found: dict[tuple[int, int, str], None] = {}
+                    for detector in detectors:
+                        spans = [*view.to_original(detector(view.text, records[patient]))]
+                        if view.removed:
+                            spans += detector(view.original, records[patient])
+                        found.update(((s.start, s.end, s.rule), None) for s in spans)
+                    for start, end, field in found:
+                        yield Leak(note_id, patient, field, start, end, text[start:end])
+
+
+def leaks(config: Config, target: Target, batch_size: int = 500) -> LeakScan:
+    """Scan every anonymized note for its own patient's record (iterate over the result)."""
+    return LeakScan(config, target, batch_size)
 
 
 def sample(config: Config, target: Target, n: int, seed: int) -> list[dict]:

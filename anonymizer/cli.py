@@ -240,7 +240,11 @@ def audit_leaks(
     found = 0
     try:
         cfg, target = _target(config)
-        for leak in audit.leaks(cfg, target):
+        scan = audit.leaks(cfg, target)
+        if scan.name_threshold != cfg.detectors.name_threshold:
+            err.print(f"names checked with threshold {scan.name_threshold} (the shipped default), "
+                      f"not the configured {cfg.detectors.name_threshold}", highlight=False)
+        for leak in scan:
             found += 1
             item = dataclasses.asdict(leak)
             if not show_values:
@@ -253,7 +257,9 @@ def audit_leaks(
         raise fail(str(exc)) from None
     except DBAPIError as exc:
         raise fail(str(database_error(exc, "audit failed"))) from None
-    err.print(f"{found} finding(s)")
+    if not scan.notes:
+        raise fail("no anonymized notes in the target: nothing to check")
+    err.print(f"scanned {scan.notes:,} notes: {found} finding(s)", highlight=False)
     raise typer.Exit(1 if found else 0)
 
 

@@ -19,6 +19,7 @@ from anonymizer.detectors.lists import ListDetector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
+from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
 from anonymizer.pickling import by_fields
 from anonymizer.record import Note, PatientRecord
 from anonymizer.replace import replace_with_tags
@@ -91,11 +92,15 @@ def anonymize_patient(
     notes = list(notes)
     if digests is None:
         digests = [pipeline.source_digest(note.text, record) for note in notes]
-    found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, note.text, record) for note in notes]
+    # Detection runs on what a reader sees (anonymizer.normalize); replacement on the stored text.
+    views = [normalize(note.text) for note in notes]
+    found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, view.text, record) for view in views]
     if pipeline.classifier is not None:
-        _classify(pipeline.classifier, record, notes, found)
+        _classify(pipeline.classifier, record, [view.text for view in views], found)
     results = []
-    for note, spans, digest in zip(notes, found, digests):
+    for note, view, spans, digest in zip(notes, views, found, digests):
+        if not isinstance(spans, Exception):
+            spans = _attempt(_in_original, pipeline, view, spans, record)
         merged = () if isinstance(spans, Exception) else tuple(union(spans))
         text = spans if isinstance(spans, Exception) else _attempt(pipeline.replace, note.text, merged, record)
         if isinstance(text, Exception):
@@ -106,16 +111,24 @@ def anonymize_patient(
     return results
 
 
-def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], found: list) -> None:
+def _classify(classifier: Classifier, record: PatientRecord, texts: list[str], found: list) -> None:
     """Add the classifier's spans to each note's rule spans (less the weak rule spans it does not
     confirm), in place; a failure fails its note only."""
     ok = [i for i, spans in enumerate(found) if not isinstance(spans, Exception)]
     try:
-        extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
+        extra = classifier.patient_spans(record, [(texts[i], found[i]) for i in ok])
     except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
-        extra = [_attempt(classifier, notes[i].text, record, found[i]) for i in ok]
+        extra = [_attempt(classifier, texts[i], record, found[i]) for i in ok]
     for i, spans in zip(ok, extra):
         found[i] = spans if isinstance(spans, Exception) else classifier.combine(found[i], spans)
+
+
+def _in_original(pipeline: Pipeline, view: NormalizedText, spans: Sequence[Span], record: PatientRecord) -> list[Span]:
+    """The view's spans as offsets into the stored text.  Removing invisible characters can also
+    join two words the stored text kept apart ("Tan", a zero-width space, "Wei"): then the rules
+    run on the stored text too."""
+    extra = view.widen(pipeline.rule_spans(view.original, record)) if view.removed else []
+    return [*view.to_original(spans), *extra]
 
 
 def _attempt(function: Callable, *args: object) -> object:
@@ -167,7 +180,7 @@ def build_pipeline(
         svm = load_detector(classifier, lists, patterns.excused)
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
-    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
+    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION)
     if not surrogates:
         return Pipeline(enabled, svm, digest, excused=patterns.excused)
     from anonymizer.surrogates import build_replacer

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from anonymizer.cli import app
 from anonymizer.config import load_config
 from anonymizer.run import run
+from anonymizer.target import Target
 
 runner = CliRunner()
 
@@ -82,3 +83,26 @@ def test_sample_is_reproducible_and_review_imports(done, tmp_path):
     assert result.exit_code == 0 and "imported 1 missed" in result.stdout
     first.write_text('{"note_id": 1, "text": "ab", "missed": [{"start": 0, "end": 9}]}\n')
     assert runner.invoke(app, ["audit", "import-review", str(first), "--config", str(done)]).exit_code == 2
+
+
+def test_the_gate_keeps_the_shipped_name_threshold_when_the_run_lowers_it(done):
+    # A run configured with a stricter name threshold must not also narrow the gate's variant matching.
+    done.write_text(done.read_text() + "\n[detectors]\nname_threshold = 0.05\n")
+    set_target_text(done, "11", "[PATIENT] Antonete c/o vomiting")
+    result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
+    assert result.exit_code == 1
+    assert "names checked with threshold 0.33 (the shipped default), not the configured 0.05" in result.stderr
+    assert [json.loads(line)["field"] for line in result.stdout.splitlines()] == ["name"]
+
+
+def test_the_gate_says_how_many_notes_it_scanned(done):
+    result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "scanned 5 notes: 0 finding(s)" in result.stderr and "threshold" not in result.stderr
+
+
+def test_a_gate_with_no_note_to_scan_fails(hospital):
+    Target(load_config(hospital).target.url)  # created and migrated, never run
+    result = runner.invoke(app, ["audit", "leaks", "--config", str(hospital)])
+    assert result.exit_code == 2
+    assert result.stderr == "error: no anonymized notes in the target: nothing to check\n"

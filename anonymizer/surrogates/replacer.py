@@ -18,6 +18,7 @@ from rapidfuzz.distance import Levenshtein
 from anonymizer.config import ConfigError, ReplaceConfig
 from anonymizer.detectors.names import SHORT, RecordNames
 from anonymizer.detectors.values import ADDRESS_WORDS, STREET_AFTER, STREET_BEFORE, RecordValues
+from anonymizer.normalize import normalize
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import MergedSpan
@@ -175,11 +176,13 @@ class SurrogateReplacer:
         if record is None:
             raise ValueError("surrogate replacement needs the patient's record")
         state = self._state(record)
-        dates = {i: self._parse(state, text[s.start : s.end], s.sources) for i, s in enumerate(spans) if s.category == "DATE"}
+        # Each span as a reader sees it (and as the detectors found it): "Ta\u200bn" is "Tan".
+        found = [normalize(text[s.start : s.end]).text for s in spans]
+        dates = {i: self._parse(state, found[i], s.sources) for i, s in enumerate(spans) if s.category == "DATE"}
         anchors = [(spans[i].start, p) for i, p in dates.items() if p is not None and p.month and p.year]
-        makers = [self._maker(s, text[s.start : s.end], state, dates.get(i), anchors) for i, s in enumerate(spans)]
+        makers = [self._maker(s, found[i], state, dates.get(i), anchors) for i, s in enumerate(spans)]
         attempts = [0] * len(spans)
-        out = [self._candidate(makers[i], text[s.start : s.end], attempts, i, s.category) for i, s in enumerate(spans)]
+        out = [self._candidate(makers[i], found[i], attempts, i, s.category) for i, s in enumerate(spans)]
         # What `audit leaks` would flag in the released note is replaced by the next candidate: one
         # scan of the note per round, of the windows around the replacements that could leak.
         for _ in range(LEAK_ROUNDS):
@@ -188,7 +191,7 @@ class SurrogateReplacer:
                 return [value for value, _ in out]
             for i in bad:
                 attempts[i] += 1
-                out[i] = self._candidate(makers[i], text[spans[i].start : spans[i].end], attempts, i, spans[i].category)
+                out[i] = self._candidate(makers[i], found[i], attempts, i, spans[i].category)
         for i in self._leaking(text, spans, out, record):
             out[i] = (f"[{spans[i].category}]", False)
         return [value for value, _ in out]
