@@ -88,12 +88,13 @@ def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], b
 
 
 def settle_ids(
-    notes: Sequence[Note], results: list[NoteResult], earlier: Mapping[str, int], key: Callable[[str], str]
+    notes: Sequence[Note], results: list[NoteResult], earlier: Mapping[str, int], held: Mapping[str, Held], key: Callable[[str], str]
 ) -> tuple[list[NoteResult], set[str]]:
     """One row per note id as the target keys it: the source rows sharing one (in this batch, or
-    `earlier[key]` rows already written) become one DuplicateNoteId failure, never an overwrite.
+    `earlier[key]` rows the target holds) become one DuplicateNoteId failure, never an overwrite.
 
-    Returns the results to write and the keys that became such a failure.
+    The failure is named by the first of those rows: the one `held` under the key, or else the
+    batch's first.  Returns the results to write and the keys that became such a failure.
     """
     rows = Counter(key(n.note_id) for n in notes)
     for k, n in earlier.items():
@@ -102,13 +103,13 @@ def settle_ids(
     if not shared:
         return results, shared
     settled = [r for r in results if key(r.note_id) not in shared]
-    failed: set[str] = set()
-    for note in notes:  # the first source row of each shared id names its failure
-        k = key(note.note_id)
-        if k in shared and k not in failed:
-            failed.add(k)
-            log.warning("note %s: %d source rows share this note id", note.note_id, rows[k])
-            settled.append(NoteResult(note.note_id, note.patient_id, None, (), "", DUPLICATE_REASON.format(rows[k])))
+    first = {k: (held[k].note_id, held[k].patient_id) for k in shared if earlier.get(k) and k in held}
+    for note in notes:
+        first.setdefault(key(note.note_id), (note.note_id, note.patient_id))
+    for k in shared:
+        note_id, patient_id = first[k]
+        log.warning("note %s: %d source rows share this note id", note_id, rows[k])
+        settled.append(NoteResult(note_id, patient_id, None, (), "", DUPLICATE_REASON.format(rows[k])))
     return settled, shared
 
 
@@ -144,6 +145,8 @@ def run(
     """
     source, pipeline = prepare(config)
     target = None if dry_run else Target(config.target.url)
+    if target is not None:
+        _check_id_lengths(source, target)
     summary = RunSummary()
     started = time.perf_counter()
     if target is not None:
@@ -152,8 +155,6 @@ def run(
     total = min(total, limit) if limit else total
     status = "failed"
     try:
-        if target is not None:
-            _check_id_lengths(source, target)
         batches = source.batches(batch_size or config.run.batch_size, limit, patient_ids)
         for batch, results, held in processed_batches(batches, pipeline, target, config, workers):
             settled, skipped = results, []  # a dry run skips nothing
@@ -188,7 +189,7 @@ def _settle_batch(
     """
     run_id = summary.run_id
     earlier = {k: h.sources() for k, h in held.items() if h.seen_by(run_id)}
-    settled, shared = settle_ids(batch.notes, results, earlier, target.key)
+    settled, shared = settle_ids(batch.notes, results, earlier, held, target.key)
     for k in shared & earlier.keys():
         h = held[k]
         summary.notes -= 1
@@ -271,4 +272,4 @@ def _settle_patient(target: Target, pid: str, batch: Batch, results: list[NoteRe
             earlier[k] = max(0, h.sources() - sizes[k])
         elif target.key(h.patient_id) not in own:
             earlier[k] = 1
-    return settle_ids(batch.notes, results, earlier, target.key)[0]
+    return settle_ids(batch.notes, results, earlier, held, target.key)[0]

@@ -47,6 +47,7 @@ def storable(text: str) -> str:
 class Held:
     """The row the target holds under a note id: a note (its source digest) or a failure (its reason)."""
 
+    note_id: str
     patient_id: str
     digest: str | None  # None: a failure row
     run_id: int  # the run that wrote the row
@@ -108,9 +109,9 @@ class Target:
         held: dict[str, Held] = {}
         with self.engine.connect() as conn:
             for row in conn.execute(sa.select(n.note_id, n.patient_id, n.source_digest, n.run_id, n.seen_run).where(n.note_id.in_(ids))):
-                held[self.key(row.note_id)] = Held(row.patient_id, row.source_digest, row.run_id, row.seen_run)
+                held[self.key(row.note_id)] = Held(row.note_id, row.patient_id, row.source_digest, row.run_id, row.seen_run)
             for row in conn.execute(sa.select(f.note_id, f.patient_id, f.run_id, f.reason).where(f.note_id.in_(ids))):
-                held[self.key(row.note_id)] = Held(row.patient_id, None, row.run_id, None, row.reason)
+                held[self.key(row.note_id)] = Held(row.note_id, row.patient_id, None, row.run_id, None, row.reason)
         return held
 
     def record_digests(self) -> dict[str, str]:
