@@ -204,18 +204,25 @@ def _settle_batch(
     return settled, skipped
 
 
+# PostgreSQL refuses a btree index entry over 2,704 bytes: 16 of them are the entry's own header.
+POSTGRESQL_KEY_BYTES = 2688
+
+
 def _check_id_lengths(source: Source, target: Target) -> None:
-    """Before anything is written: a target that keys ids by a bounded column (MySQL/MariaDB:
-    768 characters) must hold the source's longest note and patient ids, or the run stops here."""
-    limit = target.notes.c.note_id.type.length
+    """Before anything is written: every note and patient id of the source fits the target's keys
+    (MySQL/MariaDB: 768 characters; PostgreSQL: 2,688 bytes of UTF-8), or the run stops here."""
+    if target.engine.dialect.name == "postgresql":
+        # Only an id of more than a quarter as many characters can be that many bytes.
+        limit, unit, length, over = POSTGRESQL_KEY_BYTES, "bytes", lambda i: len(i.encode()), POSTGRESQL_KEY_BYTES // 4
+    else:
+        limit = over = target.notes.c.note_id.type.length  # SQLite: TEXT, no limit
+        unit, length = "characters", len
     if limit is None:
         return
     for column, key in ((source.note_id, "notes.id"), (source.note_patient, "notes.patient")):
-        longest = source.longest(column)
+        longest = max((length(i) for i in source.long_ids(column, over)), default=0)
         if longest > limit:
-            raise ConfigError(
-                f"{key}: an id of {longest} characters is longer than the {limit} the target database can key"
-            )
+            raise ConfigError(f"{key}: an id of {longest} {unit} is longer than the {limit} the target database can key")
 
 
 def changed_patients(source: Source, target: Target, chunk: int = 1000) -> list[str]:

@@ -162,10 +162,13 @@ class Source:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
-    def longest(self, column: sa.Column) -> int:
-        """The length in characters of the longest value of a notes column, as text."""
+    def long_ids(self, column: sa.Column, chars: int) -> Iterator[str]:
+        """The values of a notes column longer than `chars` characters, as text (streamed; usually none)."""
+        as_text = sa.cast(column, sa.String)
+        query = sa.select(as_text).where(sa.func.char_length(as_text) > chars)
         with self.engine.connect() as conn:
-            return int(conn.execute(sa.select(sa.func.max(sa.func.char_length(sa.cast(column, sa.String))))).scalar() or 0)
+            for (value,) in conn.execution_options(stream_results=True, yield_per=100).execute(query):
+                yield _key(value)
 
     def _patient_filter(self, patient_ids: Collection[str]) -> sa.ColumnElement[bool]:
         return self.note_patient.in_(_typed(self.note_patient, patient_ids))

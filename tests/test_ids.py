@@ -231,7 +231,7 @@ def test_reprocess_keeps_a_shared_id_one_failure_row(databases, tmp_path):
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql", "mariadb"])
 def test_long_ids_round_trip(databases, tmp_path, kind):
     source, target = databases.url("sqlite", "src"), databases.url(kind, "dst")
-    note_id, patient = "n" * 700, "p" * 700  # beyond the old VARCHAR(191), within MariaDB's 768
+    note_id, patient = "ñ" * 700, "p" * 700  # beyond the old VARCHAR(191), within every target's keys
     create_source(source, "TEXT", "TEXT", "TEXT", [(patient, "Antonette", "Brucer")], [(note_id, patient, "Antonette Brucer seen")])
     summary = run(config_for(tmp_path, source, target))
     assert summary.done == 1 and summary.no_record == 0
@@ -239,13 +239,21 @@ def test_long_ids_round_trip(databases, tmp_path, kind):
     assert run(config_for(tmp_path, source, target)).skipped == 1
 
 
-@pytest.mark.parametrize("column", ["note_id", "patient_id"])
-def test_an_id_longer_than_a_mariadb_target_can_key_stops_the_run_before_writing(databases, tmp_path, column):
-    source, target = databases.url("sqlite", "src"), databases.url("mariadb", "dst")
-    ids = {"note_id": "1", "patient_id": "1", column: "x" * 800}
+@pytest.mark.parametrize(
+    ("kind", "column", "length", "limit"),
+    [
+        ("mariadb", "note_id", "800 characters", "768"),
+        ("mariadb", "patient_id", "800 characters", "768"),
+        ("postgresql", "note_id", "3200 bytes", "2688"),
+        ("postgresql", "patient_id", "3200 bytes", "2688"),
+    ],
+)
+def test_an_id_longer_than_the_target_can_key_stops_the_run_before_writing(databases, tmp_path, kind, column, length, limit):
+    source, target = databases.url("sqlite", "src"), databases.url(kind, "dst")
+    ids = {"note_id": "1", "patient_id": "1", column: "é" * 800 if kind == "mariadb" else "é" * 1600}
     create_source(source, "TEXT", "TEXT", "TEXT", [(ids["patient_id"], "Antonette", "Brucer")], [(ids["note_id"], ids["patient_id"], "ok")])
     result = runner.invoke(app, ["run", "--config", str(write_config(tmp_path / "a.toml", source, target))])
     assert result.exit_code == 2
     key = {"note_id": "notes.id", "patient_id": "notes.patient"}[column]
-    assert result.stderr.strip() == f"error: {key}: an id of 800 characters is longer than the 768 the target database can key"
+    assert result.stderr.strip() == f"error: {key}: an id of {length} is longer than the {limit} the target database can key"
     assert query(target, "SELECT COUNT(*) FROM runs") == [(0,)]

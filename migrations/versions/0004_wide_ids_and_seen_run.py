@@ -1,9 +1,10 @@
 """Ids as long as the source allows, and the run that last saw each note.
 
 0001 stored ids as VARCHAR(191): a longer id failed its batch's write on PostgreSQL (and every run
-stopped there), and MySQL/MariaDB refused it.  PostgreSQL and SQLite now store ids as TEXT (no
-limit); MySQL/MariaDB as VARCHAR(768), the most an InnoDB key holds in utf8mb4 (3,072 bytes), in
-utf8mb4_bin as 0003 set.  A run refuses a source whose ids are longer (anonymizer.run).
+stopped there), and MySQL/MariaDB refused it.  PostgreSQL and SQLite now store ids as TEXT (a
+PostgreSQL btree key still stops at 2,704 bytes); MySQL/MariaDB as VARCHAR(768), the most an InnoDB
+key holds in utf8mb4 (3,072 bytes), in utf8mb4_bin as 0003 set.  A run refuses, before writing, a
+source whose ids are longer than its target can key (anonymizer.run).
 
 `anonymized_notes.seen_run`: the last run that wrote or skipped the note (run_id stays the run
 that wrote it).  A run tells from it that a note id it meets again, in a later batch, was already
