@@ -129,7 +129,7 @@ class Source:
             kinds = [_type_name(c, self.engine) for c in (self.note_patient, self.patient_id)]
             raise ConfigError(
                 f"notes.patient: column '{self.note_patient.name}' ({kinds[0]}) cannot be compared with patients.id "
-                f"'{self.patient_id.name}' ({kinds[1]}) in the source database; give both columns one type"
+                f"'{self.patient_id.name}' ({kinds[1]}) in the source database; give both columns one type (and collation)"
             ) from None
 
     def _with_patient(self, query: sa.Select) -> sa.Select:

@@ -64,8 +64,9 @@ class Held:
         return (self.run_id if self.digest is None else self.seen_run) == run_id
 
 
-DUPLICATE_REASON = "DuplicateNoteId: {} source rows share this note id"
-DUPLICATE = re.compile(r"DuplicateNoteId: (\d+) ")
+DUPLICATE_PREFIX = "DuplicateNoteId: "
+DUPLICATE_REASON = DUPLICATE_PREFIX + "{} source rows share this note id"
+DUPLICATE = re.compile(re.escape(DUPLICATE_PREFIX) + r"(\d+) ")
 
 
 def _now() -> dt.datetime:
@@ -142,13 +143,17 @@ class Target:
 
         The patient's rows are those under `patient_id`, under every key its notes carry
         (`record_digests`: the source may spell one patient in several ways its database treats as
-        equal) and under its notes' ids.
+        equal) and under its notes' ids; a DuplicateNoteId failure stands for other patients' rows
+        too, and stays unless one of its notes replaces it (the next run recounts it).
         """
         patients = list({patient_id, *record_digests})
         ids = [r.note_id for r in results]
         with self.engine.begin() as conn:
             for table in (self.notes, self.failures):
-                mine = sa.or_(table.c.patient_id.in_(patients), table.c.note_id.in_(ids))
+                under = table.c.patient_id.in_(patients)
+                if table is self.failures:
+                    under = sa.and_(under, ~table.c.reason.startswith(DUPLICATE_PREFIX, autoescape=True))
+                mine = sa.or_(under, table.c.note_id.in_(ids))
                 if table is self.notes:
                     old = sa.select(self.notes.c.note_id).where(mine).scalar_subquery()
                     conn.execute(self.spans.delete().where(sa.or_(self.spans.c.note_id.in_(old), self.spans.c.note_id.in_(ids))))

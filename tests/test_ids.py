@@ -224,6 +224,15 @@ def test_reprocess_keeps_a_shared_id_one_failure_row(databases, tmp_path):
     check_counts(summary, target)
     assert rows(target) == after_run
 
+    # Patient 1's copy leaves the source: reprocessing patient 1 keeps the failure row that stands
+    # for patient 2's copy too (never neither row); the next run writes that copy.
+    execute(source, "DELETE FROM notes WHERE note_id = 5 AND patient_id = 1")
+    reprocess(config, ["1"])
+    assert rows(target)[1] == after_run[1]
+    run(config)
+    done, failed = rows(target)
+    assert not failed and done["5"][0] == "2"
+
 
 # ---- ids of any length --------------------------------------------------------------------------
 
