@@ -106,8 +106,8 @@ class Source:
         self.note_text = self._column(self.notes, n.text, "notes.text")
         self.patient_id = self.patients.c[p.id]
         # Each patients.id once, to join to notes.patient: the database, not Python, decides which
-        # note belongs to which patient ('007' and 7, an upper-case uuid, 'p001' and 'P001' under
-        # a case-insensitive collation).  DISTINCT may fold ids the database treats as equal into
+        # note belongs to which patient ('007' or '7.0' and 7 on SQLite, 'p001' and 'P001' under a
+        # case-insensitive collation).  DISTINCT may fold ids the database treats as equal into
         # one of them: any one finds every row of that patient again (_records).
         self._matched = sa.select(self.patient_id.label("id")).distinct().subquery("matched")
         self._check_patient_join()
