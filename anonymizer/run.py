@@ -36,7 +36,7 @@ GC_THRESHOLD = (10_000, 10, 10)
 @dataclass
 class RunSummary:
     run_id: int | None = None
-    notes: int = 0
+    notes: int = 0  # source rows read; done + skipped + failed are the target's rows (rows sharing an id: one)
     done: int = 0
     skipped: int = 0
     failed: int = 0
@@ -113,18 +113,15 @@ def settle_ids(
     return settled, shared
 
 
-def _count(summary: RunSummary, results: list[NoteResult]) -> None:
+def _count(summary: RunSummary, batch: Batch, results: list[NoteResult]) -> None:
+    summary.notes += len(batch.notes)
+    summary.no_record += sum(batch.records[n.patient_id] == empty_record(n.patient_id) for n in batch.notes)
     for r in results:
-        summary.notes += 1
         if r.error is None:
             summary.done += 1
             summary.spans.update(s.category for s in r.spans)
         else:
             summary.failed += 1
-
-
-def _without_record(batch: Batch) -> int:
-    return sum(batch.records[n.patient_id] == empty_record(n.patient_id) for n in batch.notes)
 
 
 def run(
@@ -163,9 +160,7 @@ def run(
                 digests = {pid: batch.records[pid].digest() for pid in {n.patient_id for n in batch.notes}}
                 target.write(summary.run_id, settled, digests, skipped)
             summary.skipped += len(skipped)
-            summary.notes += len(skipped)
-            summary.no_record += _without_record(batch)
-            _count(summary, settled)
+            _count(summary, batch, settled)
             if progress:
                 progress(len(batch.notes), total)
         status = "done"
@@ -192,7 +187,6 @@ def _settle_batch(
     settled, shared = settle_ids(batch.notes, results, earlier, held, target.key)
     for k in shared & earlier.keys():
         h = held[k]
-        summary.notes -= 1
         if h.digest is None:
             summary.failed -= 1
         elif h.run_id == run_id:
@@ -256,8 +250,7 @@ def reprocess(
         for pid, batch, results in processed_patients(source, patients, pipeline, config, workers):
             results = _settle_patient(target, pid, batch, results)
             target.replace_patient(summary.run_id, pid, results, {p: r.digest() for p, r in batch.records.items()})
-            summary.no_record += _without_record(batch)
-            _count(summary, results)
+            _count(summary, batch, results)
             if progress:
                 progress(1, len(patients))
         status = "done"

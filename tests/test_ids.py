@@ -61,12 +61,12 @@ def rows(target: str) -> tuple[dict, dict]:
     return done, failed
 
 
-def check_counts(summary, target: str) -> None:
-    """The summary counts what the target holds for this run: every row written or skipped."""
+def check_counts(summary, source: str, target: str) -> None:
+    """The summary counts the source rows read, and what the target holds: every row written or skipped."""
     done, failed = rows(target)
     assert summary.done + summary.skipped == len(done)
     assert summary.failed == len(failed)
-    assert summary.notes == len(done) + len(failed)
+    assert summary.notes == query(source, "SELECT COUNT(*) FROM notes")[0][0]
 
 
 def config_for(tmp_path: Path, source: str, target: str, name: str = "anonymizer.toml"):
@@ -149,12 +149,12 @@ def runs_agree(tmp_path: Path, source: str, targets: tuple[str, str], batch_size
     for workers, target in zip((1, 2), targets):
         config = config_for(tmp_path, source, target, f"w{workers}.toml")
         summary = run(config, batch_size=batch_size, workers=workers)
-        check_counts(summary, target)
+        check_counts(summary, source, target)
         first = rows(target)
         assert first[1][key][1] == DUPLICATE
         for _ in range(2):  # a rerun ends in the same state
             summary = run(config, batch_size=batch_size, workers=workers)
-            check_counts(summary, target)
+            check_counts(summary, source, target)
             assert rows(target) == first
         states.append(first)
     assert states[0] == states[1]
@@ -201,7 +201,7 @@ def test_a_duplicate_added_after_a_run_is_never_an_overwrite(databases, tmp_path
     execute(source, "INSERT INTO notes VALUES (5, 2, 'Ravi Kumar, second copy')")
     for _ in range(2):
         summary = run(config, batch_size=batch_size)
-        check_counts(summary, target)
+        check_counts(summary, source, target)
         done, failed = rows(target)
         assert failed == {"5": ("1", DUPLICATE)} and set(done) == {"3", "4", "6", "7"}
     execute(source, "DELETE FROM notes WHERE note_id = 5 AND patient_id = 2")  # the duplicate resolved
@@ -221,7 +221,7 @@ def test_reprocess_keeps_a_shared_id_one_failure_row(databases, tmp_path):
         assert rows(target) == after_run
         assert summary.failed == 1
     summary = run(config)
-    check_counts(summary, target)
+    check_counts(summary, source, target)
     assert rows(target) == after_run
 
     # Patient 1's copy leaves the source: reprocessing patient 1 keeps the failure row that stands
