@@ -8,7 +8,9 @@ loads only the records of the patients it holds, so memory stays flat however la
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import logging
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Collection, Iterator, Sequence
@@ -285,14 +287,27 @@ class Source:
         return records
 
 
+# Column types whose ids travel as strings and go back to the database as the column's own type.
+_NUMERIC_OR_UUID = (float, decimal.Decimal, uuid.UUID)
+
+
 def _typed(column: sa.Column, keys: Collection[str]) -> list[Any]:
-    """Ids as the column's own type, so the database can use its index (ids travel as strings)."""
+    """Ids as the column's own type, so the database compares them as its own values and can use
+    its index (ids travel as strings); a string that is no such value matches nothing."""
     try:
         kind = column.type.python_type
     except NotImplementedError:
         return sorted(keys)
     if kind is int:
         return sorted(int(k) for k in keys if k.lstrip("-").isdigit())
+    if kind in _NUMERIC_OR_UUID:
+        typed = []
+        for k in keys:
+            try:
+                typed.append(kind(k))
+            except (ValueError, ArithmeticError):
+                continue
+        return typed
     return sorted(keys)
 
 

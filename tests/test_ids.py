@@ -81,9 +81,10 @@ def config_for(tmp_path: Path, source: str, target: str, name: str = "anonymizer
     [
         ("sqlite", "INTEGER", "TEXT", 7, "007"),
         ("sqlite", "INTEGER", "TEXT", 7, "7.0"),
+        ("postgresql", "INTEGER", "DOUBLE PRECISION", 7, 7.0),
         ("mariadb", "VARCHAR(20)", "VARCHAR(20)", "P001", "p001"),
     ],
-    ids=["sqlite-007", "sqlite-7.0", "mariadb-case-insensitive"],
+    ids=["sqlite-007", "sqlite-7.0", "postgresql-7.0", "mariadb-case-insensitive"],
 )
 def test_a_patient_the_database_matches_has_its_record(
     databases, tmp_path, kind, patient_type, note_patient_type, record_id, note_patient
@@ -95,10 +96,12 @@ def test_a_patient_the_database_matches_has_its_record(
 
     summary = run(config)
     assert summary.no_record == 0 and summary.done == 2
+    note_patient = str(note_patient)  # the key the notes carry
     done, failed = rows(target)
     assert set(done) == {"1", "2"} and not failed
-    assert {p for p, _ in done.values()} == {note_patient}  # the key the notes carry
+    assert {p for p, _ in done.values()} == {note_patient}
     assert set(Source(config).patient_ids()) == {note_patient}
+    assert Source(config).records([note_patient])[note_patient].names == ("Antonette", "Brucer")  # as audits read it
 
     # A corrected record: changed_patients and reprocess find the patient by the notes' key.
     execute(source, "UPDATE patients SET family_name = 'Kumar'")
