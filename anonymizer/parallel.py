@@ -1,8 +1,8 @@
 """Every core: the per-patient unit of work in a process pool, one writer in the main process.
 
 The main process reads the source and writes the target exactly as a one-process run does; only
-:func:`anonymizer.run.process_batch` (for ``run``) and :func:`anonymizer.pipeline.anonymize_patient`
-(for ``reprocess``) move to the workers:
+:func:`anonymizer.run.process_batch` (for ``run``, and for ``reprocess`` with nothing skipped)
+moves to the workers:
 
 - each worker builds its pipeline once, in the pool's initializer, from the configuration (rules,
   lists, model: :func:`anonymizer.run.prepare`), and checks that its digest is the main process's;
@@ -14,8 +14,8 @@ The main process reads the source and writes the target exactly as a one-process
 
 A few batches are in flight at a time, so memory stays bounded however large the source.  The
 digests of already written notes (the skip logic) are read before a batch is submitted; a batch
-holding a note id of a batch still in flight (a duplicated id in the source) waits until that
-batch is written, so it sees what a one-process run would.
+holding a note id (as the target keys it) of a batch still in flight (two source rows with one id)
+waits until that batch is written, so it sees what a one-process run would.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
-from anonymizer.record import Note, PatientRecord
+from anonymizer.record import Note
 from anonymizer.source import Batch
 
 if TYPE_CHECKING:
     from anonymizer.config import Config
     from anonymizer.pipeline import NoteResult, Pipeline
     from anonymizer.source import Source
-    from anonymizer.target import Target
+    from anonymizer.target import Held, Target
 
 BATCHES_AHEAD = 2  # batches submitted beyond the one being written
 SHARDS_PER_WORKER = 2  # per batch: enough to keep every worker busy when patients differ in size
@@ -91,18 +91,11 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _process_shard(batch: Batch, written: dict[str, str]) -> tuple[list["NoteResult"], int]:
+def _process_shard(batch: Batch, written: dict[str, str]) -> list["NoteResult"]:
     from anonymizer.run import process_batch
 
     assert _pipeline is not None, "worker not initialised"
     return process_batch(batch, _pipeline, lambda note_id, digest: written.get(note_id) == digest)
-
-
-def _anonymize(record: PatientRecord, notes: list[Note]) -> list["NoteResult"]:
-    from anonymizer.pipeline import anonymize_patient
-
-    assert _pipeline is not None, "worker not initialised"
-    return anonymize_patient(record, notes, _pipeline)
 
 
 # --- in the main process ----------------------------------------------------------------------
@@ -166,47 +159,54 @@ def processed_batches(
     target: "Target | None",
     config: "Config",
     workers: int = 1,
-) -> Iterator[tuple[Batch, list["NoteResult"], int]]:
-    """(batch, results, skipped) for every batch in source order; the caller writes each batch.
+) -> Iterator[tuple[Batch, list["NoteResult"], dict[str, "Held"]]]:
+    """(batch, results, what the target held under its note ids) for every batch in source order;
+    the caller writes each batch.  A note whose digest the target holds gets no result (skipped).
 
     With one worker this is the one-process loop itself; with more, the batches' shards run in a
     pool while the caller writes the previous batch.
     """
+    key = target.key if target else str
+
+    def held_by(batch: Batch) -> tuple[dict[str, "Held"], dict[str, str]]:
+        """What the target holds under the batch's ids, and the digests of its notes already written."""
+        held = target.digests(n.note_id for n in batch.notes) if target else {}
+        written = {}
+        for note in batch.notes:
+            digest = held[key(note.note_id)].digest if key(note.note_id) in held else None
+            if digest is not None:
+                written[note.note_id] = digest
+        return held, written
+
     if workers <= 1:
         from anonymizer.run import process_batch
 
         for batch in batches:
-            written = target.digests(n.note_id for n in batch.notes) if target else {}
-            results, skipped = process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest)
-            yield batch, results, skipped
+            held, written = held_by(batch)
+            yield batch, process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest), held
         return
     with Pool(config, pipeline, workers) as pool:
-        pending: deque[tuple[Batch, list[Future], set[str]]] = deque()
+        pending: deque[tuple[Batch, list[Future], dict[str, "Held"], set[str]]] = deque()
         in_flight: set[str] = set()
 
-        def collect() -> tuple[Batch, list["NoteResult"], int]:
-            batch, futures, ids = pending.popleft()
-            results: list["NoteResult"] = []
-            skipped = 0
-            for future in futures:  # submission order
-                shard_results, shard_skipped = future.result()
-                results.extend(shard_results)
-                skipped += shard_skipped
+        def collect() -> tuple[Batch, list["NoteResult"], dict[str, "Held"]]:
+            batch, futures, held, ids = pending.popleft()
+            results = [result for future in futures for result in future.result()]  # submission order
             in_flight.difference_update(ids)
-            return batch, results, skipped
+            return batch, results, held
 
         for batch in batches:
-            ids = {n.note_id for n in batch.notes}
-            # A note id still in flight (duplicated in the source): its earlier copy must be written
-            # first, or the skip check would not see it.  Yielding lets the caller write it.
+            ids = {key(n.note_id) for n in batch.notes}
+            # A note id still in flight (two source rows with one id): its earlier copy must be
+            # written first, or neither the skip check nor the shared-id check would see it.
             while pending and not ids.isdisjoint(in_flight):
                 yield collect()
-            written = target.digests(n.note_id for n in batch.notes) if target else {}
+            held, written = held_by(batch)
             futures = [
                 pool.submit(_process_shard, shard, {n.note_id: written[n.note_id] for n in shard.notes if n.note_id in written})
                 for shard in shards(batch, workers * SHARDS_PER_WORKER)
             ]
-            pending.append((batch, futures, ids))
+            pending.append((batch, futures, held, ids))
             in_flight |= ids
             while len(pending) > BATCHES_AHEAD:
                 yield collect()
@@ -220,30 +220,36 @@ def processed_patients(
     pipeline: "Pipeline",
     config: "Config",
     workers: int = 1,
-) -> Iterator[tuple[str, PatientRecord, list[Note], list["NoteResult"]]]:
-    """(patient id, record, notes, results) per patient in order, for ``reprocess``."""
+) -> Iterator[tuple[str, Batch, list["NoteResult"]]]:
+    """(patient id, its notes and records, results) per patient in order, for ``reprocess``.
 
-    def read(pid: str) -> tuple[PatientRecord, list[Note]]:
-        record = source.records([pid])[pid]
-        notes = [note for batch in source.batches(config.run.batch_size, patient_ids=[pid]) for note in batch.notes]
-        return record, notes
+    The notes are those the source database matches to the id (which may spell it otherwise);
+    their records come with them, and the id's own record when it has no note.
+    """
+
+    def read(pid: str) -> Batch:
+        notes, records = [], {}
+        for batch in source.batches(config.run.batch_size, patient_ids=[pid]):
+            notes.extend(batch.notes)
+            records.update(batch.records)
+        return Batch(notes, records or source.records([pid]))
 
     if workers <= 1:
-        from anonymizer.pipeline import anonymize_patient
+        from anonymizer.run import process_batch
 
         for pid in patients:
-            record, notes = read(pid)
-            yield pid, record, notes, anonymize_patient(record, notes, pipeline)
+            batch = read(pid)
+            yield pid, batch, process_batch(batch, pipeline, lambda nid, digest: False)
         return
     with Pool(config, pipeline, workers) as pool:
-        pending: deque[tuple[str, PatientRecord, list[Note], Future]] = deque()
+        pending: deque[tuple[str, Batch, Future]] = deque()
         ahead = workers * SHARDS_PER_WORKER * 2
         for pid in patients:
-            record, notes = read(pid)
-            pending.append((pid, record, notes, pool.submit(_anonymize, record, notes)))
+            batch = read(pid)
+            pending.append((pid, batch, pool.submit(_process_shard, batch, {})))
             while len(pending) > ahead:
-                pid_, record_, notes_, future = pending.popleft()
-                yield pid_, record_, notes_, future.result()
+                pid_, batch_, future = pending.popleft()
+                yield pid_, batch_, future.result()
         while pending:
-            pid_, record_, notes_, future = pending.popleft()
-            yield pid_, record_, notes_, future.result()
+            pid_, batch_, future = pending.popleft()
+            yield pid_, batch_, future.result()

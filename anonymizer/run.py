@@ -14,15 +14,15 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Collection
+from typing import Callable, Collection, Mapping, Sequence
 
 from anonymizer.config import Config, ConfigError
 from anonymizer.detectors.lists import load_list_file
 from anonymizer.pipeline import NoteResult, Pipeline, anonymize_patient, build_pipeline
 from anonymizer.parallel import processed_batches, processed_patients
-from anonymizer.record import empty_record
+from anonymizer.record import Note, empty_record
 from anonymizer.source import Batch, Source
-from anonymizer.target import Target
+from anonymizer.target import DUPLICATE_REASON, Held, Target
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ GC_THRESHOLD = (10_000, 10, 10)
 @dataclass
 class RunSummary:
     run_id: int | None = None
-    notes: int = 0
+    notes: int = 0  # source rows read; done + skipped + failed are the target's rows (rows sharing an id: one)
     done: int = 0
     skipped: int = 0
     failed: int = 0
@@ -72,27 +72,51 @@ def _settle_gc() -> None:
     gc.set_threshold(*GC_THRESHOLD)
 
 
-def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], bool]) -> tuple[list[NoteResult], int]:
-    """Anonymize a batch patient by patient; `skip(note_id, digest)` says a note is already done."""
+def process_batch(batch: Batch, pipeline: Pipeline, skip: Callable[[str, str], bool]) -> list[NoteResult]:
+    """Anonymize a batch patient by patient; `skip(note_id, digest)` says a note is already done (no result)."""
     results: list[NoteResult] = []
-    skipped = 0
     for patient_id, group in itertools.groupby(batch.notes, key=lambda n: n.patient_id):
         record = batch.records[patient_id]
         todo, digests = [], []
         for note in group:
             digest = pipeline.source_digest(note.text, record)
-            if skip(note.note_id, digest):
-                skipped += 1
-            else:
+            if not skip(note.note_id, digest):
                 todo.append(note)
                 digests.append(digest)
         results.extend(anonymize_patient(record, todo, pipeline, digests))
-    return results, skipped
+    return results
 
 
-def _count(summary: RunSummary, results: list[NoteResult]) -> None:
+def settle_ids(
+    notes: Sequence[Note], results: list[NoteResult], earlier: Mapping[str, int], held: Mapping[str, Held], key: Callable[[str], str]
+) -> tuple[list[NoteResult], set[str]]:
+    """One row per note id as the target keys it: the source rows sharing one (in this batch, or
+    `earlier[key]` rows the target holds) become one DuplicateNoteId failure, never an overwrite.
+
+    The failure is named by the first of those rows: the one `held` under the key, or else the
+    batch's first.  Returns the results to write and the keys that became such a failure.
+    """
+    rows = Counter(key(n.note_id) for n in notes)
+    for k, n in earlier.items():
+        rows[k] += n
+    shared = {k for k, n in rows.items() if n > 1}
+    if not shared:
+        return results, shared
+    settled = [r for r in results if key(r.note_id) not in shared]
+    first = {k: (held[k].note_id, held[k].patient_id) for k in shared if earlier.get(k) and k in held}
+    for note in notes:
+        first.setdefault(key(note.note_id), (note.note_id, note.patient_id))
+    for k in shared:
+        note_id, patient_id = first[k]
+        log.warning("note %s: %d source rows share this note id", note_id, rows[k])
+        settled.append(NoteResult(note_id, patient_id, None, (), "", DUPLICATE_REASON.format(rows[k])))
+    return settled, shared
+
+
+def _count(summary: RunSummary, batch: Batch, results: list[NoteResult]) -> None:
+    summary.notes += len(batch.notes)
+    summary.no_record += sum(batch.records[n.patient_id] == empty_record(n.patient_id) for n in batch.notes)
     for r in results:
-        summary.notes += 1
         if r.error is None:
             summary.done += 1
             summary.spans.update(s.category for s in r.spans)
@@ -118,6 +142,8 @@ def run(
     """
     source, pipeline = prepare(config)
     target = None if dry_run else Target(config.target.url)
+    if target is not None:
+        _check_id_lengths(source, target)
     summary = RunSummary()
     started = time.perf_counter()
     if target is not None:
@@ -127,14 +153,14 @@ def run(
     status = "failed"
     try:
         batches = source.batches(batch_size or config.run.batch_size, limit, patient_ids)
-        for batch, results, skipped in processed_batches(batches, pipeline, target, config, workers):
+        for batch, results, held in processed_batches(batches, pipeline, target, config, workers):
+            settled, skipped = results, []  # a dry run skips nothing
             if target is not None:
+                settled, skipped = _settle_batch(summary, target, batch, results, held)
                 digests = {pid: batch.records[pid].digest() for pid in {n.patient_id for n in batch.notes}}
-                target.write(summary.run_id, results, digests)
-            summary.skipped += skipped
-            summary.notes += skipped
-            summary.no_record += sum(batch.records[n.patient_id] == empty_record(n.patient_id) for n in batch.notes)
-            _count(summary, results)
+                target.write(summary.run_id, settled, digests, skipped)
+            summary.skipped += len(skipped)
+            _count(summary, batch, settled)
             if progress:
                 progress(len(batch.notes), total)
         status = "done"
@@ -148,8 +174,53 @@ def run(
     return summary
 
 
+def _settle_batch(
+    summary: RunSummary, target: Target, batch: Batch, results: list[NoteResult], held: Mapping[str, Held]
+) -> tuple[list[NoteResult], list[str]]:
+    """The batch's rows with shared note ids settled (:func:`settle_ids`), and the notes it skips.
+
+    A row this run wrote or skipped in an earlier batch and now joined by another source row
+    with its id leaves the summary's count it was in: the failure replacing it is counted instead.
+    """
+    run_id = summary.run_id
+    earlier = {k: h.sources() for k, h in held.items() if h.seen_by(run_id)}
+    settled, shared = settle_ids(batch.notes, results, earlier, held, target.key)
+    for k in shared & earlier.keys():
+        h = held[k]
+        if h.digest is None:
+            summary.failed -= 1
+        elif h.run_id == run_id:
+            summary.done -= 1
+        else:
+            summary.skipped -= 1
+    written = {r.note_id for r in results}
+    skipped = [n.note_id for n in batch.notes if n.note_id not in written and target.key(n.note_id) not in shared]
+    return settled, skipped
+
+
+# PostgreSQL refuses a btree index entry over 2,704 bytes: 16 of them are the entry's own header.
+POSTGRESQL_KEY_BYTES = 2688
+
+
+def _check_id_lengths(source: Source, target: Target) -> None:
+    """Before anything is written: every note and patient id of the source fits the target's keys
+    (MySQL/MariaDB: 768 characters; PostgreSQL: 2,688 bytes of UTF-8), or the run stops here."""
+    if target.engine.dialect.name == "postgresql":
+        # Only an id of more than a quarter as many characters can be that many bytes.
+        limit, unit, length, over = POSTGRESQL_KEY_BYTES, "bytes", lambda i: len(i.encode()), POSTGRESQL_KEY_BYTES // 4
+    else:
+        limit = over = target.notes.c.note_id.type.length  # SQLite: TEXT, no limit
+        unit, length = "characters", len
+    if limit is None:
+        return
+    for column, key in ((source.note_id, "notes.id"), (source.note_patient, "notes.patient")):
+        longest = max((length(i) for i in source.long_ids(column, over)), default=0)
+        if longest > limit:
+            raise ConfigError(f"{key}: an id of {longest} {unit} is longer than the {limit} the target database can key")
+
+
 def changed_patients(source: Source, target: Target, chunk: int = 1000) -> list[str]:
-    """Patients anonymized before whose record has changed since (by digest)."""
+    """Patients anonymized before whose record has changed since (by digest), by the keys their notes carry."""
     known = target.record_digests()
     changed = []
     ids = [pid for pid in source.patient_ids() if pid in known]
@@ -176,10 +247,10 @@ def reprocess(
     started = time.perf_counter()
     status = "failed"
     try:
-        for pid, record, notes, results in processed_patients(source, patients, pipeline, config, workers):
-            target.replace_patient(summary.run_id, pid, results, record.digest())
-            summary.no_record += len(notes) if record == empty_record(pid) else 0
-            _count(summary, results)
+        for pid, batch, results in processed_patients(source, patients, pipeline, config, workers):
+            results = _settle_patient(target, pid, batch, results)
+            target.replace_patient(summary.run_id, pid, results, {p: r.digest() for p, r in batch.records.items()})
+            _count(summary, batch, results)
             if progress:
                 progress(1, len(patients))
         status = "done"
@@ -187,3 +258,18 @@ def reprocess(
         summary.seconds = time.perf_counter() - started
         target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
     return summary
+
+
+def _settle_patient(target: Target, pid: str, batch: Batch, results: list[NoteResult]) -> list[NoteResult]:
+    """One patient's rows with shared note ids settled: an id the target holds under another
+    patient, or as a DuplicateNoteId failure, stays one failure row (the next run recounts it)."""
+    held = target.digests(n.note_id for n in batch.notes)
+    own = {target.key(p) for p in (pid, *batch.records)}
+    sizes = Counter(target.key(n.note_id) for n in batch.notes)
+    earlier = {}
+    for k, h in held.items():
+        if h.sources() > 1:
+            earlier[k] = max(0, h.sources() - sizes[k])
+        elif target.key(h.patient_id) not in own:
+            earlier[k] = 1
+    return settle_ids(batch.notes, results, earlier, held, target.key)[0]

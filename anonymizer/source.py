@@ -8,8 +8,10 @@ loads only the records of the patients it holds, so memory stays flat however la
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import logging
 import os
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,6 +194,13 @@ class Source:
         self.note_id = self._column(self.notes, n.id, "notes.id")
         self.note_patient = self._column(self.notes, n.patient, "notes.patient")
         self.note_text = self._column(self.notes, n.text, "notes.text")
+        self.patient_id = self.patients.c[p.id]
+        # Each patients.id once, to join to notes.patient: the database, not Python, decides which
+        # note belongs to which patient ('007' or '7.0' and 7 on SQLite, 'p001' and 'P001' under a
+        # case-insensitive collation).  DISTINCT may fold ids the database treats as equal into
+        # one of them: any one finds every row of that patient again (_records).
+        self._matched = sa.select(self.patient_id.label("id")).distinct().subquery("matched")
+        self._check_patient_join()
         self._list_tables = {
             i: self._reflect(metadata, item.table, f"lists[{i}].table")
             for i, item in enumerate(config.lists)
@@ -199,6 +208,24 @@ class Source:
         }
         for i, table in self._list_tables.items():
             self._column(table, config.lists[i].column, f"lists[{i}].column")
+
+    def _check_patient_join(self) -> None:
+        """Once, at open: a source that cannot compare notes.patient with patients.id (PostgreSQL
+        uuid and text) is a configuration error, not a note without a record."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(self._with_patient(sa.select(self.note_patient)).limit(0)).all()
+        except DBAPIError:
+            kinds = [_type_name(c, self.engine) for c in (self.note_patient, self.patient_id)]
+            raise ConfigError(
+                f"notes.patient: column '{self.note_patient.name}' ({kinds[0]}) cannot be compared with patients.id "
+                f"'{self.patient_id.name}' ({kinds[1]}) in the source database; give both columns one type (and collation)"
+            ) from None
+
+    def _with_patient(self, query: sa.Select) -> sa.Select:
+        """`query` over the notes, with the patients.id its database matches to each (NULL: none)."""
+        joined = self.notes.outerjoin(self._matched, self._matched.c.id == self.note_patient)
+        return query.add_columns(self._matched.c.id).select_from(joined)
 
     def _reflect(self, metadata: sa.MetaData, name: str, key: str) -> sa.Table:
         try:
@@ -225,6 +252,14 @@ class Source:
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
+    def long_ids(self, column: sa.Column, chars: int) -> Iterator[str]:
+        """The values of a notes column longer than `chars` characters, as text (streamed; usually none)."""
+        as_text = sa.cast(column, sa.String)
+        query = sa.select(as_text).where(sa.func.char_length(as_text) > chars)
+        with self.engine.connect() as conn:
+            for (value,) in conn.execution_options(stream_results=True, yield_per=100).execute(query):
+                yield _key(value)
+
     def _patient_filter(self, patient_ids: Collection[str]) -> sa.ColumnElement[bool]:
         return self.note_patient.in_(_typed(self.note_patient, patient_ids))
 
@@ -237,7 +272,8 @@ class Source:
         ends at a patient boundary; only a patient with more than `batch_size` notes fills a batch
         alone, and goes on into the next.
         """
-        query = sa.select(self.note_id, self.note_patient, self.note_text).order_by(self.note_patient, self.note_id)
+        query = self._with_patient(sa.select(self.note_id, self.note_patient, self.note_text))
+        query = query.order_by(self.note_patient, self.note_id)
         if patient_ids is not None:
             query = query.where(self._patient_filter(patient_ids))
         if limit is not None:
@@ -251,16 +287,21 @@ class Source:
             # a second connection of the pool while this one streams.
             result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
             pending: list[Note] = []
+            matched: dict[str, set[Any]] = defaultdict(set)  # note patient key -> matched patients.id values
             for rows in result.partitions(batch_size):
-                pending.extend(Note(_key(note_id), _key(patient), _text(text)) for note_id, patient, text in rows)
+                for note_id, patient, text, match in rows:
+                    note = Note(_key(note_id), _key(patient), _text(text))
+                    pending.append(note)
+                    matched[note.patient_id].add(match)
                 last = pending[-1].patient_id
                 cut = next((i for i in range(len(pending) - 1, -1, -1) if pending[i].patient_id != last), -1) + 1
                 if cut == 0 and len(pending) < batch_size:
                     continue
                 notes, pending = (pending[:cut], pending[cut:]) if cut else (pending, [])
-                yield Batch(notes, self.records({n.patient_id for n in notes}))
+                yield Batch(notes, self._records({n.patient_id: matched[n.patient_id] for n in notes}))
+                matched = defaultdict(set, {n.patient_id: matched[n.patient_id] for n in pending})
             if pending:
-                yield Batch(pending, self.records({n.patient_id for n in pending}))
+                yield Batch(pending, self._records({n.patient_id: matched[n.patient_id] for n in pending}))
 
     def notes_by_id(self, note_ids: Collection[str]) -> dict[str, Note]:
         """These notes, fetched by id (for audits of single notes and review samples)."""
@@ -275,44 +316,94 @@ class Source:
         return found
 
     def patient_ids(self) -> Iterator[str]:
-        """Every patient id of the patients table, streamed."""
-        column = self.patients.c[self.config.patients.id]
+        """Every patient key the notes carry, streamed (ids the database treats as equal may come once)."""
         with self.engine.connect() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=1000).execute(sa.select(column).distinct())
-            for (value,) in result:
+            query = sa.select(self.note_patient).distinct()
+            for (value,) in conn.execution_options(stream_results=True, yield_per=1000).execute(query):
                 yield _key(value)
 
     def records(self, patient_ids: Collection[str]) -> dict[str, PatientRecord]:
-        """Records of these patients; a patient without a row gets an empty record."""
-        p = self.config.patients
-        id_column = self.patients.c[p.id]
-        wanted = {field: [self.patients.c[c] for c in getattr(p, field)] for field in FIELDS}
-        columns = [id_column] + [c for cols in wanted.values() for c in cols]
-        values: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
-        ids = sorted(patient_ids)
+        """Records of these patients, by the keys their notes carry; a patient without a row gets an empty record."""
+        matched: dict[str, set[Any]] = {pid: set() for pid in patient_ids}
+        found: set[str] = set()
+        query = self._with_patient(sa.select(self.note_patient)).distinct()
+        ids = sorted(matched)
         with self.engine.connect() as conn:
             for start in range(0, len(ids), 1000):
-                chunk = ids[start : start + 1000]
-                query = sa.select(*columns).where(id_column.in_(_typed(id_column, chunk)))
+                chunk = _typed(self.note_patient, ids[start : start + 1000])
+                for value, match in conn.execute(query.where(self.note_patient.in_(chunk))):
+                    if _key(value) in matched:
+                        found.add(_key(value))
+                        matched[_key(value)].add(match)
+            # DISTINCT folds keys the database treats as equal into one spelling: the others, one by one.
+            for pid in matched.keys() - found:
+                typed = _typed(self.note_patient, [pid])
+                if typed:
+                    rows = conn.execute(sa.select(self._matched.c.id).where(self._matched.c.id == typed[0]))
+                    matched[pid].update(match for (match,) in rows)
+        return self._records(matched)
+
+    def _records(self, matched: dict[str, set[Any]]) -> dict[str, PatientRecord]:
+        """Each key's record, from the patients.id values the database matched to it (None: no row).
+
+        Every row of a patient is found by joining the patients table to itself, so rows whose ids
+        the database treats as equal are merged (a duplicated patient: every value counts).
+        """
+        p = self.config.patients
+        wanted = {field: [self.patients.c[c] for c in getattr(p, field)] for field in FIELDS}
+        same = self.patients.alias("same")
+        columns = [same.c[c.name] for cols in wanted.values() for c in cols]
+        joined = self.patients.join(same, same.c[p.id] == self.patient_id)
+        values: dict[Any, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        ids = list({m for ms in matched.values() for m in ms if m is not None})
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 1000):
+                query = sa.select(self.patient_id, *columns).select_from(joined).where(self.patient_id.in_(ids[start : start + 1000]))
                 for row in conn.execute(query):
-                    # Several rows with one id (a duplicated patient) are merged: every value counts.
-                    fields = values[_key(row[0])]
+                    fields = values[row[0]]
                     position = 1
                     for field, cols in wanted.items():
                         fields[field].extend(row[position : position + len(cols)])
                         position += len(cols)
-        return {pid: _record(pid, values[pid]) if pid in values else empty_record(pid) for pid in patient_ids}
+        records = {}
+        for pid, ms in matched.items():
+            merged: dict[str, list[Any]] = defaultdict(list)
+            for m in ms:
+                for field, vals in values.get(m, {}).items():
+                    merged[field].extend(vals)
+            records[pid] = _record(pid, merged) if merged else empty_record(pid)
+        return records
+
+
+# Column types whose ids travel as strings and go back to the database as the column's own type.
+_NUMERIC_OR_UUID = (float, decimal.Decimal, uuid.UUID)
 
 
 def _typed(column: sa.Column, keys: Collection[str]) -> list[Any]:
-    """Ids as the column's own type, so the database can use its index (ids travel as strings)."""
+    """Ids as the column's own type, so the database compares them as its own values and can use
+    its index (ids travel as strings); a string that is no such value matches nothing."""
     try:
         kind = column.type.python_type
     except NotImplementedError:
         return sorted(keys)
     if kind is int:
         return sorted(int(k) for k in keys if k.lstrip("-").isdigit())
+    if kind in _NUMERIC_OR_UUID:
+        typed = []
+        for k in keys:
+            try:
+                typed.append(kind(k))
+            except (ValueError, ArithmeticError):
+                continue
+        return typed
     return sorted(keys)
+
+
+def _type_name(column: sa.Column, engine: sa.Engine) -> str:
+    try:
+        return column.type.compile(dialect=engine.dialect)
+    except sa.exc.CompileError:
+        return type(column.type).__name__
 
 
 def _key(value: Any) -> str:

@@ -13,6 +13,8 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
@@ -77,6 +79,32 @@ def storable(text: str) -> str:
     output does not depend on where it is written (docs/robustness.md).
     """
     return text.replace("\x00", "\ufffd")
+
+
+@dataclass(frozen=True)
+class Held:
+    """The row the target holds under a note id: a note (its source digest) or a failure (its reason)."""
+
+    note_id: str
+    patient_id: str
+    digest: str | None  # None: a failure row
+    run_id: int  # the run that wrote the row
+    seen_run: int | None = None  # note rows: the last run that wrote or skipped it
+    reason: str | None = None
+
+    def sources(self) -> int:
+        """How many source rows the row stands for: more than one for a DuplicateNoteId failure."""
+        found = DUPLICATE.match(self.reason or "")
+        return int(found[1]) if found else 1
+
+    def seen_by(self, run_id: int) -> bool:
+        """Whether run `run_id` already wrote (or, for a note, skipped) this row."""
+        return (self.run_id if self.digest is None else self.seen_run) == run_id
+
+
+DUPLICATE_PREFIX = "DuplicateNoteId: "
+DUPLICATE_REASON = DUPLICATE_PREFIX + "{} source rows share this note id"
+DUPLICATE = re.compile(re.escape(DUPLICATE_PREFIX) + r"(\d+) ")
 
 
 def _now() -> dt.datetime:
@@ -253,12 +281,21 @@ class Target:
         finally:
             self.lock.release()
 
-    def digests(self, note_ids: Iterable[str]) -> dict[str, str]:
-        """The source digest each of these notes was anonymized from, for those already written."""
+    def key(self, note_id: str) -> str:
+        """The id as this target's key compares it: MySQL/MariaDB's PAD SPACE collations ignore trailing spaces."""
+        return note_id.rstrip(" ") if self.engine.dialect.name in ("mysql", "mariadb") else note_id
+
+    def digests(self, note_ids: Iterable[str]) -> dict[str, Held]:
+        """What the target holds under each of these ids (note or failure row), by :meth:`key`."""
         ids = list(note_ids)
-        query = sa.select(self.notes.c.note_id, self.notes.c.source_digest).where(self.notes.c.note_id.in_(ids))
+        n, f = self.notes.c, self.failures.c
+        held: dict[str, Held] = {}
         with self.engine.connect() as conn:
-            return dict(conn.execute(query).all())
+            for row in conn.execute(sa.select(n.note_id, n.patient_id, n.source_digest, n.run_id, n.seen_run).where(n.note_id.in_(ids))):
+                held[self.key(row.note_id)] = Held(row.note_id, row.patient_id, row.source_digest, row.run_id, row.seen_run)
+            for row in conn.execute(sa.select(f.note_id, f.patient_id, f.run_id, f.reason).where(f.note_id.in_(ids))):
+                held[self.key(row.note_id)] = Held(row.note_id, row.patient_id, None, row.run_id, None, row.reason)
+        return held
 
     def record_digests(self) -> dict[str, str]:
         """Each patient's record digest as last anonymized."""
@@ -266,22 +303,44 @@ class Target:
         with self.engine.connect() as conn:
             return dict(conn.execute(sa.select(table.c.patient_id, table.c.record_digest)).all())
 
-    def write(self, run_id: int, results: Sequence[NoteResult], record_digests: Mapping[str, str]) -> None:
-        """Replace these notes' rows in one transaction: each ends as a note row or a failure row."""
+    def write(
+        self, run_id: int, results: Sequence[NoteResult], record_digests: Mapping[str, str], skipped: Sequence[str] = ()
+    ) -> None:
+        """Replace these notes' rows in one transaction: each ends as a note row or a failure row.
+
+        `skipped`: notes of the batch left as they are, marked as seen by this run (`seen_run`).
+        """
         ids = [r.note_id for r in results]
         with self.engine.begin() as conn:
             for table in (self.spans, self.notes, self.failures):
                 conn.execute(table.delete().where(table.c.note_id.in_(ids)))
             self._insert(conn, run_id, results, record_digests)
+            if skipped:
+                conn.execute(self.notes.update().where(self.notes.c.note_id.in_(list(skipped))).values(seen_run=run_id))
 
-    def replace_patient(self, run_id: int, patient_id: str, results: Sequence[NoteResult], record_digest: str) -> None:
-        """Replace every row of one patient in one transaction; on any error the old rows stay."""
+    def replace_patient(
+        self, run_id: int, patient_id: str, results: Sequence[NoteResult], record_digests: Mapping[str, str]
+    ) -> None:
+        """Replace every row of one patient in one transaction; on any error the old rows stay.
+
+        The patient's rows are those under `patient_id`, under every key its notes carry
+        (`record_digests`: the source may spell one patient in several ways its database treats as
+        equal) and under its notes' ids; a DuplicateNoteId failure stands for other patients' rows
+        too, and stays unless one of its notes replaces it (the next run recounts it).
+        """
+        patients = list({patient_id, *record_digests})
+        ids = [r.note_id for r in results]
         with self.engine.begin() as conn:
-            notes = sa.select(self.notes.c.note_id).where(self.notes.c.patient_id == patient_id)
-            conn.execute(self.spans.delete().where(self.spans.c.note_id.in_(notes.scalar_subquery())))
             for table in (self.notes, self.failures):
-                conn.execute(table.delete().where(table.c.patient_id == patient_id))
-            self._insert(conn, run_id, results, {patient_id: record_digest})
+                under = table.c.patient_id.in_(patients)
+                if table is self.failures:
+                    under = sa.and_(under, ~table.c.reason.startswith(DUPLICATE_PREFIX, autoescape=True))
+                mine = sa.or_(under, table.c.note_id.in_(ids))
+                if table is self.notes:
+                    old = sa.select(self.notes.c.note_id).where(mine).scalar_subquery()
+                    conn.execute(self.spans.delete().where(sa.or_(self.spans.c.note_id.in_(old), self.spans.c.note_id.in_(ids))))
+                conn.execute(table.delete().where(mine))
+            self._insert(conn, run_id, results, record_digests)
 
     def _insert(
         self, conn: sa.Connection, run_id: int, results: Sequence[NoteResult], record_digests: Mapping[str, str]
@@ -292,13 +351,18 @@ class Target:
                 failures.append(dict(note_id=r.note_id, patient_id=r.patient_id, run_id=run_id, reason=r.error[:255]))
                 continue
             notes.append(
-                dict(note_id=r.note_id, patient_id=r.patient_id, text=storable(r.text), run_id=run_id, source_digest=r.source_digest)
+                dict(
+                    note_id=r.note_id, patient_id=r.patient_id, text=storable(r.text), run_id=run_id,
+                    source_digest=r.source_digest, seen_run=run_id,
+                )
             )
             spans.extend(
                 dict(note_id=r.note_id, start=s.start, end=s.end, category=s.category, detectors=",".join(s.sources)[:255])
                 for s in r.spans
             )
-        digests = [dict(patient_id=p, record_digest=d, run_id=run_id) for p, d in record_digests.items()]
+        # Patient keys this target treats as equal (MySQL/MariaDB: trailing spaces) get one row.
+        by_key = {self.key(p): (p, d) for p, d in record_digests.items()}
+        digests = [dict(patient_id=p, record_digest=d, run_id=run_id) for p, d in by_key.values()]
         known = self.patient_digests
         conn.execute(known.delete().where(known.c.patient_id.in_(list(record_digests))))
         for table, rows in ((self.notes, notes), (self.spans, spans), (self.failures, failures), (known, digests)):
