@@ -79,7 +79,7 @@ class DetectorsConfig:
     disabled: tuple[str, ...] = ()  # detector names: record, honorific, regex, lists
     disabled_patterns: tuple[str, ...] = ()  # names of [[pattern]] blocks in rules/
     name_threshold: float = 0.33  # edit-distance ratio d / min(|n|, |w|) below which a word is a name
-    regex_timeout: float = 5.0  # seconds one note may spend in one pattern pass
+    note_timeout: float = 5.0  # seconds one note may spend in all detection and replacement (anonymizer.budget)
 
 
 @dataclass(frozen=True)

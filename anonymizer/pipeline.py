@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
+from anonymizer.budget import NoteBudget, check, spending
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.honorifics import HonorificDetector
@@ -64,9 +65,14 @@ class Pipeline:
     replace: Callable[[str, Sequence[MergedSpan], PatientRecord], str] = field(default=replace_with_tags)
     # (text, start, end, category) -> whether the rules' context exceptions drop that text
     excused: Callable[[str, int, int, str], bool] | None = None
+    note_timeout: float = DetectorsConfig.note_timeout  # seconds per note, all stages (anonymizer.budget)
 
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
-        return [span for detector in self.detectors for span in detector(text, record)]
+        spans: list[Span] = []
+        for detector in self.detectors:
+            check()  # the note's deadline, between detectors
+            spans += detector(text, record)
+        return spans
 
     def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
         spans = self.rule_spans(text, record)
@@ -86,36 +92,53 @@ def anonymize_patient(
 
     The rules run note by note; the classifier then sees all of the patient's notes at once, so a
     name it is confident about in one note is also removed where the same patient's notes repeat it.
-    `digests`: the notes' source digests, if the caller has worked them out already.
+    `digests`: the notes' source digests, if the caller has worked them out already.  Each note
+    has `pipeline.note_timeout` seconds for all its stages (anonymizer.budget); a note past it
+    fails with NoteTimeout.
     """
     notes = list(notes)
     if digests is None:
         digests = [pipeline.source_digest(note.text, record) for note in notes]
-    found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, note.text, record) for note in notes]
+    budgets = [NoteBudget(pipeline.note_timeout, len(note.text)) for note in notes]
+    found: list[list[Span] | Exception] = [_attempt(_within, [b], pipeline.rule_spans, n.text, record) for n, b in zip(notes, budgets)]
     if pipeline.classifier is not None:
-        _classify(pipeline.classifier, record, notes, found)
+        _classify(pipeline.classifier, record, notes, found, budgets)
     results = []
-    for note, spans, digest in zip(notes, found, digests):
-        merged = () if isinstance(spans, Exception) else tuple(union(spans))
-        text = spans if isinstance(spans, Exception) else _attempt(pipeline.replace, note.text, merged, record)
-        if isinstance(text, Exception):
-            log.warning("note %s failed: %s", note.note_id, type(text).__name__)
-            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(text)))
+    for note, spans, digest, budget in zip(notes, found, digests, budgets):
+        done = spans if isinstance(spans, Exception) else _attempt(_within, [budget], _replace, pipeline, note.text, spans, record)
+        if isinstance(done, Exception):
+            log.warning("note %s failed: %s", note.note_id, type(done).__name__)
+            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(done)))
         else:
+            merged, text = done
             results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
     return results
 
 
-def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], found: list) -> None:
+def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], found: list, budgets: list[NoteBudget]) -> None:
     """Add the classifier's spans to each note's rule spans (less the weak rule spans it does not
-    confirm), in place; a failure fails its note only."""
+    confirm), in place; a failure fails its note only.  The patient's pass has what the notes have
+    left together; on a failure (or that running out) each note is redone within its own."""
     ok = [i for i, spans in enumerate(found) if not isinstance(spans, Exception)]
     try:
-        extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
+        with spending([budgets[i] for i in ok]):
+            extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
     except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
-        extra = [_attempt(classifier, notes[i].text, record, found[i]) for i in ok]
+        extra = [_attempt(_within, [budgets[i]], classifier, notes[i].text, record, found[i]) for i in ok]
     for i, spans in zip(ok, extra):
-        found[i] = spans if isinstance(spans, Exception) else classifier.combine(found[i], spans)
+        found[i] = spans if isinstance(spans, Exception) else _attempt(_within, [budgets[i]], classifier.combine, found[i], spans)
+
+
+def _within(budgets: list[NoteBudget], function: Callable, *args: object) -> object:
+    """Call within what these notes have left of their time budget."""
+    with spending(budgets):
+        return function(*args)
+
+
+def _replace(pipeline: Pipeline, text: str, spans: list[Span], record: PatientRecord) -> tuple[tuple[MergedSpan, ...], str]:
+    merged = tuple(union(spans))
+    check()
+    return merged, pipeline.replace(text, merged, record)
 
 
 def _attempt(function: Callable, *args: object) -> object:
@@ -149,7 +172,7 @@ def build_pipeline(
         from anonymizer.surrogates import read_secret
 
         read_secret(replace.secret_env)  # no secret: stop before anything is loaded or written
-    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, timeout=detectors.regex_timeout)
+    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns)
     groups: dict[str, list[Detector]] = {
         "record": [
             *RecordNames.pair(rules, detectors.name_threshold),
@@ -169,12 +192,14 @@ def build_pipeline(
     model = getattr(svm, "digest", None)
     digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model)
     if not surrogates:
-        return Pipeline(enabled, svm, digest, excused=patterns.excused)
+        return Pipeline(enabled, svm, digest, excused=patterns.excused, note_timeout=detectors.note_timeout)
     from anonymizer.surrogates import build_replacer
 
     replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, groups["record"])
     # The replacer's digest covers its settings and a keyed fingerprint of the secret (never the secret).
-    return Pipeline(enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused)
+    return Pipeline(
+        enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused, detectors.note_timeout
+    )
 
 
 def _digest(rules: Path, *parts: object) -> str:
