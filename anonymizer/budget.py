@@ -14,10 +14,8 @@ run's workers are processes), and a thread that starts its own stage gets its ow
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 
 
 class NoteTimeout(Exception):
@@ -32,51 +30,60 @@ class NoteTimeout(Exception):
         super().__init__(self.safe_message)
 
 
-@dataclass(slots=True)
 class NoteBudget:
     """What one note may still spend: `seconds` in all, `left` of it now."""
 
-    seconds: float
-    length: int  # the note's characters, for the message
-    left: float = 0.0
+    __slots__ = ("seconds", "length", "left")
 
-    def __post_init__(self) -> None:
-        self.left = self.seconds
-
-
-@dataclass(frozen=True, slots=True)
-class _Deadline:
-    at: float  # time.monotonic() when the stage must be done
-    seconds: float  # the budget it stands for, for the message
-    length: int
+    def __init__(self, seconds: float, length: int) -> None:
+        self.seconds = seconds
+        self.length = length  # the note's characters, for the message
+        self.left = seconds
 
 
-_active: ContextVar[_Deadline | None] = ContextVar("note_deadline", default=None)
+# (time.monotonic() when the stage must be done, the budget it stands for, the notes' length)
+_active: ContextVar[tuple[float, float, int] | None] = ContextVar("note_deadline", default=None)
 
 
-@contextmanager
-def spending(budgets: Sequence[NoteBudget]) -> Iterator[None]:
+class spending:  # noqa: N801 - a context manager named for what it does, like contextlib.suppress
     """Run a stage of these notes' work within what they have left together.
 
     When it succeeds, its time is charged to them in proportion to their length (every stage's
     work is about linear in it), so a note that spent its budget fails its next stage at once.  A
     stage that fails is not charged: the pipeline retries a patient's classifier pass note by
     note, each note then within what it has left.  A `regex` search that timed out (its
-    ``timeout=`` was :func:`remaining`) raises NoteTimeout here.
+    ``timeout=`` was :func:`remaining`) raises NoteTimeout here.  (A class, not a generator: it
+    runs a few times per note on the hot path.)
     """
-    start = time.monotonic()
-    deadline = _Deadline(start + sum(max(b.left, 0.0) for b in budgets), sum(b.seconds for b in budgets), sum(b.length for b in budgets))
-    token = _active.set(deadline)
-    try:
-        yield
-    except TimeoutError:
-        raise NoteTimeout(deadline.length, deadline.seconds) from None
-    finally:
-        _active.reset(token)
-    elapsed = time.monotonic() - start
-    weight = sum(b.length + 1 for b in budgets)
-    for b in budgets:
-        b.left -= elapsed * (b.length + 1) / weight
+
+    __slots__ = ("budgets", "start", "deadline", "token")
+
+    def __init__(self, budgets: Sequence[NoteBudget]) -> None:
+        self.budgets = budgets
+
+    def __enter__(self) -> None:
+        self.start = start = time.monotonic()
+        if len(self.budgets) == 1:  # most stages: one note's
+            b = self.budgets[0]
+            self.deadline = (start + b.left, b.seconds, b.length)
+        else:
+            budgets = self.budgets
+            left = sum(max(b.left, 0.0) for b in budgets)
+            self.deadline = (start + left, sum(b.seconds for b in budgets), sum(b.length for b in budgets))
+        self.token = _active.set(self.deadline)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
+        _active.reset(self.token)
+        if kind is None:
+            elapsed = time.monotonic() - self.start
+            if len(self.budgets) == 1:
+                self.budgets[0].left -= elapsed
+                return
+            weight = sum(b.length + 1 for b in self.budgets)
+            for b in self.budgets:
+                b.left -= elapsed * (b.length + 1) / weight
+        elif issubclass(kind, TimeoutError):
+            raise NoteTimeout(self.deadline[2], self.deadline[1]) from None
 
 
 def remaining() -> float | None:
@@ -84,9 +91,9 @@ def remaining() -> float | None:
     deadline = _active.get()
     if deadline is None:
         return None
-    left = deadline.at - time.monotonic()
+    left = deadline[0] - time.monotonic()
     if left <= 0:
-        raise NoteTimeout(deadline.length, deadline.seconds)
+        raise NoteTimeout(deadline[2], deadline[1])
     return left
 
 

@@ -68,16 +68,12 @@ class Pipeline:
     note_timeout: float = DetectorsConfig.note_timeout  # seconds per note, all stages (anonymizer.budget)
 
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
-        spans: list[Span] = []
-        for detector in self.detectors:
-            check()  # the note's deadline, between detectors
-            spans += detector(text, record)
-        return spans
+        return [span for detector in self.detectors for span in detector(text, record)]
 
     def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
         spans = self.rule_spans(text, record)
         if self.classifier is not None:
-            spans = self.classifier.combine(spans, self.classifier(text, record, spans))
+            spans = _classify_one(self.classifier, text, record, spans)
         return spans
 
     def source_digest(self, text: str, record: PatientRecord) -> str:
@@ -123,10 +119,16 @@ def _classify(classifier: Classifier, record: PatientRecord, notes: list[Note], 
     try:
         with spending([budgets[i] for i in ok]):
             extra = classifier.patient_spans(record, [(notes[i].text, found[i]) for i in ok])
+            combined = [classifier.combine(found[i], spans) for i, spans in zip(ok, extra)]
     except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
-        extra = [_attempt(_within, [budgets[i]], classifier, notes[i].text, record, found[i]) for i in ok]
-    for i, spans in zip(ok, extra):
-        found[i] = spans if isinstance(spans, Exception) else _attempt(_within, [budgets[i]], classifier.combine, found[i], spans)
+        combined = [_attempt(_within, [budgets[i]], _classify_one, classifier, notes[i].text, record, found[i]) for i in ok]
+    for i, spans in zip(ok, combined):
+        found[i] = spans
+
+
+def _classify_one(classifier: Classifier, text: str, record: PatientRecord, rule_spans: list[Span]) -> list[Span]:
+    """One note's rule spans and the classifier's, less the weak rule spans it does not confirm."""
+    return classifier.combine(rule_spans, classifier(text, record, rule_spans))
 
 
 def _within(budgets: list[NoteBudget], function: Callable, *args: object) -> object:
