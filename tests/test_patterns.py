@@ -338,6 +338,14 @@ def test_the_rules_searched_in_every_note_mostly_need_no_clock_in_a_short_note(r
     assert timed == ["id_labelled"]
 
 
+def test_the_shipped_exceptions_mostly_need_no_clock(rules: list[Rule]) -> None:
+    """An exception is asked about most kept matches: only its searches that may be long read
+    regex's clock (each costs two system calls)."""
+    exceptions = {e.name: e for rule in rules for e in rule.exceptions}.values()
+    timed = sorted(f"{e.name}.{part}" for e in exceptions for part, flag in zip(("match", "before", "after"), e.timed) if flag)
+    assert timed == ["duration_shorthand.before", "measurement_in_clause.before", "quantity.after"]
+
+
 ADVERSARIAL = {
     "digits": "1" * 100_000,
     "digits and spaces": "1 " * 50_000,

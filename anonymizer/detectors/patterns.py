@@ -104,20 +104,26 @@ class ContextException:
     match: regex.Pattern[str] | None
     before: regex.Pattern[str] | None
     after: regex.Pattern[str] | None
+    timed: tuple[bool, bool, bool] = (True, True, True)  # whether a search of match, before, after needs regex's clock
 
     def guards(self, rule_name: str, category: str) -> bool:
         return rule_name in self.applies_to or category in self.applies_to
 
     def excuses(self, text: str, start: int, end: int) -> bool:
-        """Whether text[start:end] fits `match` and its context fits `before` or `after` (each
-        search within the note's time budget: an exception's expression is data too)."""
-        if self.match is not None and self.match.fullmatch(text, start, end, timeout=remaining()) is None:
+        """Whether text[start:end] fits `match` and its context fits `before` or `after`.
+
+        Within the note's time budget: an exception's expression is data too.  The deadline is
+        checked once a call; a search whose work is provably small (see _exception) runs without
+        regex's clock, the others with the time left."""
+        left = remaining()
+        match_timed, before_timed, after_timed = self.timed
+        if self.match is not None and self.match.fullmatch(text, start, end, timeout=left if match_timed else None) is None:
             return False
         if self.before is None and self.after is None:
             return True
         return bool(
-            (self.before is not None and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=remaining()))
-            or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW, timeout=remaining()))
+            (self.before is not None and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None))
+            or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW, timeout=left if after_timed else None))
         )
 
 
@@ -529,12 +535,20 @@ def _exception(path: Path, entry: Mapping, components: Mapping[str, str], rule_n
             return None
         return _compile(wrap.format(expand(entry[key], components, where)), f"{where} ({key})")
 
+    def timed(key: str, positions: int) -> bool:
+        """Whether a search of `key` from up to `positions` positions may pass UNTIMED_STEPS: the
+        bound counts the expression's structure, the same whatever the case or direction."""
+        steps = _lower(f"(?i:{expand(entry[key], components, where)})")["steps"] if key in entry else 0
+        return positions * (steps + 1) > UNTIMED_STEPS
+
     return ContextException(
         name=name,
         applies_to=applies_to,
         match=part("match", "(?i:{})"),
         before=part("before", r"(?ri:{})\Z"),  # ends where the match starts; searched backwards, twice as fast
         after=part("after", "(?i:{})"),
+        # match is tried at the match's start, after at its end, before at the window's positions
+        timed=(timed("match", 1), timed("before", CONTEXT_WINDOW + 1), timed("after", 1)),
     )
 
 
