@@ -225,6 +225,11 @@ def test_the_classifiers_dates_obey_the_rules_context_exceptions():
     assert not [s for s in found if s.category == "DATE"]
 
 
+@pytest.fixture(scope="module")
+def shipped() -> SvmDetector:
+    return load_detector(ClassifierConfig(), {})
+
+
 SPAN = st.builds(
     lambda a, b, source: Span(min(a, b), max(a, b) + 1, "DATE", *source.split(":")),
     st.integers(0, 40), st.integers(0, 40), st.sampled_from(["regex:date_dm_numeric", "regex:date_dmy_numeric", "svm:"]),
@@ -232,12 +237,11 @@ SPAN = st.builds(
 
 
 @given(st.lists(SPAN, max_size=12), st.lists(SPAN, max_size=12))
-def test_combine_keeps_a_weak_rule_span_exactly_where_one_of_the_classifiers_overlaps_it(rule_spans, own):
+def test_combine_keeps_a_weak_rule_span_exactly_where_one_of_the_classifiers_overlaps_it(shipped, rule_spans, own):
     """combine finds the overlaps by bisection (a test of every pair grew with the square of a
     note of dense dates); it must keep what that test kept."""
-    detector = load_detector(ClassifierConfig(), {})
-    expected = [s for s in rule_spans if s.source not in detector.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
-    assert detector.combine(rule_spans, own) == expected + own
+    expected = [s for s in rule_spans if s.source not in shipped.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
+    assert shipped.combine(rule_spans, own) == expected + own
 
 
 @given(st.text(alphabet="1/-. a", max_size=40))
