@@ -89,11 +89,11 @@ class DetectorsConfig:
     disabled: tuple[str, ...] = ()  # detector names: record, honorific, regex, lists
     disabled_patterns: tuple[str, ...] = ()  # names of [[pattern]] blocks in rules/
     name_threshold: float = 0.33  # edit-distance ratio d / min(|n|, |w|) below which a word is a name
-    regex_timeout: float = 5.0  # seconds one note may spend in one pattern pass
+    note_timeout: float = 5.0  # seconds one note may spend in all detection and replacement (anonymizer.budget)
 
     def __post_init__(self) -> None:
         check_range(0 < self.name_threshold < 1, "detectors.name_threshold", self.name_threshold, "between 0 and 1, exclusive")
-        check_range(math.isfinite(self.regex_timeout) and self.regex_timeout > 0, "detectors.regex_timeout", self.regex_timeout, "a positive number of seconds")
+        check_range(math.isfinite(self.note_timeout) and self.note_timeout > 0, "detectors.note_timeout", self.note_timeout, "a positive number of seconds")
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,9 @@ def parse_config(data: Mapping[str, Any]) -> Config:
     return _build(Config, data, "")
 
 
+# Keys of earlier versions, named in the error so an old file is fixed at once.
+RENAMED = {"detectors.regex_timeout": "detectors.note_timeout"}
+
 _VAR = regex.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -209,7 +212,8 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     known = {f.name: f for f in fields(cls)}
     for key in data:
         if key not in known:
-            raise ConfigError(f"unknown key '{prefix}{key}'")
+            renamed = f" (now '{RENAMED[prefix + key]}')" if prefix + key in RENAMED else ""
+            raise ConfigError(f"unknown key '{prefix}{key}'{renamed}")
     values = {}
     for name, spec in known.items():
         key = f"{prefix}{name}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
+from anonymizer.budget import NoteBudget, check, spending
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.honorifics import HonorificDetector
@@ -65,6 +66,7 @@ class Pipeline:
     replace: Callable[[str, Sequence[MergedSpan], PatientRecord], str] = field(default=replace_with_tags)
     # (text, start, end, category) -> whether the rules' context exceptions drop that text
     excused: Callable[[str, int, int, str], bool] | None = None
+    note_timeout: float = DetectorsConfig.note_timeout  # seconds per note, all stages (anonymizer.budget)
 
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
         return [span for detector in self.detectors for span in detector(text, record)]
@@ -72,7 +74,7 @@ class Pipeline:
     def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
         spans = self.rule_spans(text, record)
         if self.classifier is not None:
-            spans = self.classifier.combine(spans, self.classifier(text, record, spans))
+            spans = _classify_one(self.classifier, text, record, spans)
         return spans
 
     def source_digest(self, text: str, record: PatientRecord) -> str:
@@ -87,48 +89,70 @@ def anonymize_patient(
 
     The rules run note by note; the classifier then sees all of the patient's notes at once, so a
     name it is confident about in one note is also removed where the same patient's notes repeat it.
-    `digests`: the notes' source digests, if the caller has worked them out already.
+    `digests`: the notes' source digests, if the caller has worked them out already.  Each note
+    has `pipeline.note_timeout` seconds for all its stages (anonymizer.budget); a note past it
+    fails with NoteTimeout.
     """
     notes = list(notes)
     if digests is None:
         digests = [pipeline.source_digest(note.text, record) for note in notes]
+    budgets = [NoteBudget(pipeline.note_timeout, len(note.text)) for note in notes]
     # Detection runs on what a reader sees (anonymizer.normalize); replacement on the stored text.
-    views = [normalize(note.text) for note in notes]
-    found: list[list[Span] | Exception] = [_attempt(pipeline.rule_spans, view.text, record) for view in views]
-    if pipeline.classifier is not None:
-        _classify(pipeline.classifier, record, [view.text for view in views], found)
+    views: list[NormalizedText | Exception] = [_attempt(_within, [b], normalize, n.text) for n, b in zip(notes, budgets)]
+    found: list[list[Span] | Exception] = [
+        v if isinstance(v, Exception) else _attempt(_within, [b], pipeline.rule_spans, v.text, record) for v, b in zip(views, budgets)
+    ]
+    if pipeline.classifier is not None:  # (a failed note's view is never read)
+        _classify(pipeline.classifier, record, [getattr(v, "text", "") for v in views], found, budgets)
     results = []
-    for note, view, spans, digest in zip(notes, views, found, digests):
-        if not isinstance(spans, Exception):
-            spans = _attempt(_in_original, pipeline, view, spans, record)
-        merged = () if isinstance(spans, Exception) else tuple(union(spans))
-        text = spans if isinstance(spans, Exception) else _attempt(pipeline.replace, note.text, merged, record)
-        if isinstance(text, Exception):
-            log.warning("note %s failed: %s", note.note_id, type(text).__name__)
-            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(text)))
+    for note, view, spans, digest, budget in zip(notes, views, found, digests, budgets):
+        done = spans if isinstance(spans, Exception) else _attempt(_within, [budget], _replace, pipeline, view, spans, record)
+        if isinstance(done, Exception):
+            log.warning("note %s failed: %s", note.note_id, type(done).__name__)
+            results.append(NoteResult(note.note_id, note.patient_id, None, (), digest, _reason(done)))
         else:
+            merged, text = done
             results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
     return results
 
 
-def _classify(classifier: Classifier, record: PatientRecord, texts: list[str], found: list) -> None:
+def _classify(classifier: Classifier, record: PatientRecord, texts: list[str], found: list, budgets: list[NoteBudget]) -> None:
     """Add the classifier's spans to each note's rule spans (less the weak rule spans it does not
-    confirm), in place; a failure fails its note only."""
+    confirm), in place; a failure fails its note only.  The patient's pass has what the notes have
+    left together; on a failure (or that running out) each note is redone within its own."""
     ok = [i for i, spans in enumerate(found) if not isinstance(spans, Exception)]
     try:
-        extra = classifier.patient_spans(record, [(texts[i], found[i]) for i in ok])
+        with spending([budgets[i] for i in ok]):
+            extra = classifier.patient_spans(record, [(texts[i], found[i]) for i in ok])
+            combined = [classifier.combine(found[i], spans) for i, spans in zip(ok, extra)]
     except Exception:  # noqa: BLE001 - retry note by note, so one bad note cannot fail the others
-        extra = [_attempt(classifier, texts[i], record, found[i]) for i in ok]
-    for i, spans in zip(ok, extra):
-        found[i] = spans if isinstance(spans, Exception) else classifier.combine(found[i], spans)
+        combined = [_attempt(_within, [budgets[i]], _classify_one, classifier, texts[i], record, found[i]) for i in ok]
+    for i, spans in zip(ok, combined):
+        found[i] = spans
 
 
-def _in_original(pipeline: Pipeline, view: NormalizedText, spans: Sequence[Span], record: PatientRecord) -> list[Span]:
-    """The view's spans as offsets into the stored text.  Removing invisible characters can also
-    join two words the stored text kept apart ("Tan", a zero-width space, "Wei"): then the rules
-    run on the stored text too."""
+def _classify_one(classifier: Classifier, text: str, record: PatientRecord, rule_spans: list[Span]) -> list[Span]:
+    """One note's rule spans and the classifier's, less the weak rule spans it does not confirm."""
+    return classifier.combine(rule_spans, classifier(text, record, rule_spans))
+
+
+def _within(budgets: list[NoteBudget], function: Callable, *args: object) -> object:
+    """Call within what these notes have left of their time budget."""
+    with spending(budgets):
+        return function(*args)
+
+
+def _replace(
+    pipeline: Pipeline, view: NormalizedText, spans: list[Span], record: PatientRecord
+) -> tuple[tuple[MergedSpan, ...], str]:
+    """The view's spans as offsets into the stored text, merged, and the stored text replaced.
+
+    Removing invisible characters can also join two words the stored text kept apart ("Tan", a
+    zero-width space, "Wei"): then the rules run on the stored text too."""
     extra = view.widen(pipeline.rule_spans(view.original, record)) if view.removed else []
-    return [*view.to_original(spans), *extra]
+    merged = tuple(union([*view.to_original(spans), *extra]))
+    check()
+    return merged, pipeline.replace(view.original, merged, record)
 
 
 def _attempt(function: Callable, *args: object) -> object:
@@ -162,7 +186,7 @@ def build_pipeline(
         from anonymizer.surrogates import read_secret
 
         read_secret(replace.secret_env)  # no secret: stop before anything is loaded or written
-    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, timeout=detectors.regex_timeout)
+    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns)
     groups: dict[str, list[Detector]] = {
         "record": [
             *RecordNames.pair(rules, detectors.name_threshold),
@@ -182,12 +206,14 @@ def build_pipeline(
     model = getattr(svm, "digest", None)
     digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION)
     if not surrogates:
-        return Pipeline(enabled, svm, digest, excused=patterns.excused)
+        return Pipeline(enabled, svm, digest, excused=patterns.excused, note_timeout=detectors.note_timeout)
     from anonymizer.surrogates import build_replacer
 
     replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, groups["record"])
     # The replacer's digest covers its settings and a keyed fingerprint of the secret (never the secret).
-    return Pipeline(enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused)
+    return Pipeline(
+        enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused, detectors.note_timeout
+    )
 
 
 def _digest(rules: Path, *parts: object) -> str:

@@ -16,6 +16,14 @@ cores, the classifier would multiply that); pass --classifier to measure it too.
 --unstreamed also measures, for comparison, the same run with the source read buffered (the
 `stream_results` option removed): that process is killed once 2,000 notes are written, by which
 time the driver holds the whole result, and its peak RSS is printed.
+
+--adversarial measures instead one hostile note of --note-size characters (default 1,000,000) per
+case, each anonymized alone in a fresh process with the shipped model and the default budget:
+"é" then "1/" repeated (one non-ASCII character before a long run without spaces), a base64 blob
+after a "°", and "12/12/2012 " repeated (dense dates).  Printed: the outcome (anonymized, or the
+failure's class) and the process's peak RSS beside that of the same process on an empty note.  A
+process is capped at --cap GiB of address space (so that a build whose memory grows faster than
+the note cannot take the machine down); one that hits the cap is reported as such.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -117,6 +126,43 @@ app()
 """
 
 
+ADVERSARIAL = {
+    "é + 1/": '("é " + "1/" * size)[:size]',
+    "base64 after °": '("seen ° " + base64.b64encode(random.Random(0).randbytes(size)).decode())[:size]',
+    "dense dates": '("12/12/2012 " * size)[:size]',
+    "empty note": '""',
+}
+ONE_NOTE = """
+import base64, random, sys
+from anonymizer.config import ClassifierConfig, DetectorsConfig
+from anonymizer.pipeline import anonymize_patient, build_pipeline
+from anonymizer.record import Note, PatientRecord
+size = int(sys.argv[2])
+text = eval(sys.argv[1])
+pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig())
+[result] = anonymize_patient(PatientRecord("1", names=("José", "Tan")), [Note("1", "1", text)], pipeline)
+print("anonymized" if result.error is None else result.error.split(":")[0])
+"""
+
+
+def adversarial(size: int, cap_gib: float) -> None:
+    """Peak RSS of one process anonymizing one hostile note of `size` characters, per case."""
+
+    def limit() -> None:
+        cap = int(cap_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    for case, expression in ADVERSARIAL.items():
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-c", ONE_NOTE, expression, str(size)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, preexec_fn=limit)
+        out = (process.stdout.read().decode(errors="replace").strip().splitlines() or [""])[-1]  # after any log lines
+        _, status, usage = os.wait4(process.pid, 0)
+        if os.waitstatus_to_exitcode(status):
+            out = f"over the {cap_gib:g} GiB cap" if "MemoryError" in out else f"exit {os.waitstatus_to_exitcode(status)}"
+        print(f"  {case:>15}: peak RSS {usage.ru_maxrss / 1024:,.0f} MiB, {out}, {time.perf_counter() - started:,.1f} s", flush=True)
+
+
 def written(url: str) -> int:
     engine = sa.create_engine(url)
     try:
@@ -179,7 +225,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--unstreamed", action="store_true", help="Also measure a buffered source read.")
     parser.add_argument("--workers", type=int, default=1, help="Worker processes of the run (default 1).")
+    parser.add_argument("--adversarial", action="store_true", help="Instead: one hostile note per case (see above).")
+    parser.add_argument("--note-size", type=int, default=1_000_000, help="Characters of each hostile note.")
+    parser.add_argument("--cap", type=float, default=8.0, help="GiB of address space a hostile note's process may take.")
     args = parser.parse_args()
+    if args.adversarial:
+        print(f"one hostile note of {args.note_size:,} characters per process (shipped model, default budget):", flush=True)
+        adversarial(args.note_size, args.cap)
+        return
     label = ("rules + classifier" if args.classifier else "rules only, classifier disabled") + f", {args.workers} worker(s)"
     for n in args.notes:
         print(f"{n:,} notes ({label}, batch size {args.batch_size}):", flush=True)

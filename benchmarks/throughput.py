@@ -244,6 +244,7 @@ def stage_table(config, stride: int) -> None:
     import itertools
     from collections import defaultdict
 
+    from anonymizer.budget import NoteBudget, spending
     from anonymizer.pipeline import NoteResult
     from anonymizer.run import prepare
     from anonymizer.spans import union
@@ -279,20 +280,23 @@ def stage_table(config, stride: int) -> None:
         for pid, group in patients.items():  # as anonymize_patient: rules note by note, the classifier per patient
             record = batch.records[pid]
             found = []
-            for note in group:
+            budgets = [NoteBudget(pipeline.note_timeout, len(note.text)) for note in group]  # searches timed as in a run
+            for note, budget in zip(group, budgets):
                 t = clock()
                 digest = pipeline.source_digest(note.text, record)
                 written.get(note.note_id) == digest
                 spent["source digest (skip check and result)"] += clock() - t
                 spans = []
-                for label, detector in zip(names, pipeline.detectors):
-                    t = clock()
-                    spans += detector(note.text, record)
-                    spent[f"detector {label}"] += clock() - t
+                with spending([budget]):
+                    for label, detector in zip(names, pipeline.detectors):
+                        t = clock()
+                        spans += detector(note.text, record)
+                        spent[f"detector {label}"] += clock() - t
                 found.append((digest, spans))
             if pipeline.classifier is not None:
                 t = clock()
-                own = pipeline.classifier.patient_spans(record, [(n.text, spans) for n, (_, spans) in zip(group, found)])
+                with spending(budgets):
+                    own = pipeline.classifier.patient_spans(record, [(n.text, spans) for n, (_, spans) in zip(group, found)])
                 found = [(d, pipeline.classifier.combine(spans, o)) for (d, spans), o in zip(found, own)]
                 spent["classifier (svm)"] += clock() - t
             for note, (digest, spans) in zip(group, found):

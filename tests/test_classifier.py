@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import Tokens
@@ -18,6 +19,7 @@ from anonymizer.classifier.model import (
     Model,
     SvmDetector,
     _covered,
+    joined_run,
     load_detector,
     vetoed,
     weakest_part,
@@ -221,6 +223,32 @@ def test_the_classifiers_dates_obey_the_rules_context_exceptions():
     pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(threshold=-3.0))
     found = pipeline.classifier(text, record, pipeline.rule_spans(text, record))
     assert not [s for s in found if s.category == "DATE"]
+
+
+@pytest.fixture(scope="module")
+def shipped() -> SvmDetector:
+    return load_detector(ClassifierConfig(), {})
+
+
+SPAN = st.builds(
+    lambda a, b, source: Span(min(a, b), max(a, b) + 1, "DATE", *source.split(":")),
+    st.integers(0, 40), st.integers(0, 40), st.sampled_from(["regex:date_dm_numeric", "regex:date_dmy_numeric", "svm:"]),
+)
+
+
+@given(st.lists(SPAN, max_size=12), st.lists(SPAN, max_size=12))
+def test_combine_keeps_a_weak_rule_span_exactly_where_one_of_the_classifiers_overlaps_it(shipped, rule_spans, own):
+    """combine finds the overlaps by bisection (a test of every pair grew with the square of a
+    note of dense dates); it must keep what that test kept."""
+    expected = [s for s in rule_spans if s.source not in shipped.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
+    assert shipped.combine(rule_spans, own) == expected + own
+
+
+@given(st.text(alphabet="1/-. a", max_size=40))
+def test_joined_runs_remembered_across_a_note_are_the_runs_walked_token_by_token(text):
+    tokens = Tokens.of(text)
+    runs: dict[int, tuple[int, int]] = {}
+    assert [joined_run(text, tokens, i, runs) for i in range(len(tokens))] == [joined_run(text, tokens, i) for i in range(len(tokens))]
 
 
 def test_a_title_is_never_taken_for_a_name():

@@ -22,6 +22,7 @@ def with_(section, **values):
     [
         ({**BASE, "sauce": {}}, "unknown key 'sauce'"),
         (with_("patients", nmes=["x"]), "unknown key 'patients.nmes'"),
+        (with_("detectors", regex_timeout=5.0), "unknown key 'detectors.regex_timeout' (now 'detectors.note_timeout')"),
         (with_("patients", names="given_name"), "patients.names: expected a list"),
         (with_("detectors", name_threshold="high"), "detectors.name_threshold: expected float, got str"),
         (with_("classifier", enabled="yes"), "classifier.enabled: expected bool, got str"),
@@ -87,10 +88,10 @@ def test_an_unknown_detector_name_is_refused_before_anything_is_built():
         ("detectors", "name_threshold", "0.0"),  # would turn name matching off
         ("detectors", "name_threshold", "1.0"),
         ("detectors", "name_threshold", "-0.5"),
-        ("detectors", "regex_timeout", "0"),  # would fail every note
-        ("detectors", "regex_timeout", "-1.0"),
-        ("detectors", "regex_timeout", "inf"),
-        ("detectors", "regex_timeout", "nan"),
+        ("detectors", "note_timeout", "0"),  # would fail every note
+        ("detectors", "note_timeout", "-1.0"),
+        ("detectors", "note_timeout", "inf"),
+        ("detectors", "note_timeout", "nan"),
         ("classifier", "threshold", "nan"),
         ("classifier", "threshold", "-inf"),
         ("run", "batch_size", "0"),  # would end "done" with no note

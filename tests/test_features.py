@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import random
 import re
+import tracemalloc
 
+import pytest
 import regex
 from hypothesis import given, strategies as st
 
 from anonymizer.classifier.features import (
     _LABEL,
+    CHUNK_SHAPE,
     FEATURE_CLASSES,
     FeatureExtractor,
     PhraseMatcher,
@@ -162,3 +167,22 @@ def test_token_splits_and_chunk_keys_agree_with_matching_each_token_and_chunk(te
     assert tokens.gaps == [text[a:b] for a, b in zip([0, *tokens.ends], [*tokens.starts, len(text)])]
     chunks = list(regex.finditer(r"\S+", text))
     assert list(map(chunk_shape, chunk_keys(text, tokens))) == [chunk_shape(next(c.group() for c in chunks if c.start() <= s < c.end())) for s in tokens.starts]
+
+
+@pytest.mark.parametrize("text", [
+    ("é " + "1/" * 10_000)[:20_000],  # a non-ASCII note with a long run without spaces
+    ("seen ° " + base64.b64encode(random.Random(0).randbytes(15_000)).decode())[:20_000],  # a base64 blob after "°"
+    ("seen " + "1/" * 10_000)[:20_000],  # the same in an ASCII note
+])
+def test_chunk_keys_take_memory_linear_in_the_note_however_long_its_chunks(text):
+    """Every token of a chunk shares one key of at most CHUNK_SHAPE characters (a copy of the
+    chunk per token took 200 MB here, 24 GiB on a 1 MB note)."""
+    tokens = Tokens.of(text)
+    tracemalloc.start()
+    try:
+        keys = chunk_keys(text, tokens)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * len(text) + 2**20
+    assert max(map(len, keys)) <= CHUNK_SHAPE

@@ -7,11 +7,13 @@ combining marks, anything but surrogates (which no database driver hands over).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import os
 import random
+import tracemalloc
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from anonymizer.config import ClassifierConfig, DetectorsConfig
 from anonymizer.pipeline import anonymize_patient, build_pipeline
@@ -125,3 +127,58 @@ def test_the_unit_of_work_never_fails_a_note(texts, record):
     assert [r.error for r in results] == [None] * len(notes)
     for note, result in zip(notes, results):
         assert result.text == replace_with_tags(note.text, result.spans)
+
+
+# --- Large hostile notes through the whole pipeline, the shipped model included ------------------
+
+BLOB = base64.b64encode(random.Random(0).randbytes(3_000)).decode()
+RUNS = st.sampled_from([
+    "é", "°", "1/", "12/12/2012 ", "12/03/", "9123 4567 ", "José ", "O'Brien", "S1234567D", "a", "1", " ", "\n", "Dr Healey ",
+    "3/12 ago ", "BP 120/70 ", "\u202e", "陈大文", "+", "-", ".", "Mar ", BLOB,
+])
+
+
+def hostile_note(parts: list[tuple[str, int]], length: int) -> str:
+    """Runs of pieces, each repeated its count of times, in turn until `length` characters."""
+    out: list[str] = []
+    size = 0
+    while size < length:
+        for piece, count in parts:
+            out.append(piece * min(count, (length - size) // len(piece) + 1))
+            size += len(out[-1])
+            if size >= length:
+                break
+    return "".join(out)[:length]
+
+
+# Notes up to 1 MB mixing non-ASCII characters, long runs without spaces, dense dates and numbers, blobs.
+HOSTILE = st.builds(hostile_note, st.lists(st.tuples(RUNS, st.integers(1, 50_000)), min_size=1, max_size=5), st.integers(0, 1_000_000))
+HOSTILE_BUDGET = 2.0  # seconds per note
+SHIPPED = build_pipeline(DetectorsConfig(note_timeout=HOSTILE_BUDGET), LISTS, ClassifierConfig())
+# Peak memory allowed per character of the note, plus a constant: the pipeline keeps a few Python
+# objects and a row of decision values per token, up to one token every two characters.
+BYTES_PER_CHARACTER, BYTES_CONSTANT = 1_000, 64 * 2**20
+# A few by default (each can take the budget twice over); ANONYMIZER_FUZZ_LARGE_EXAMPLES=50 for more.
+LARGE_EXAMPLES = int(os.environ.get("ANONYMIZER_FUZZ_LARGE_EXAMPLES", "3"))
+
+
+@settings(max_examples=LARGE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(HOSTILE)
+@example(("é " + "1/" * 500_000)[:1_000_000])
+@example(("seen ° " + base64.b64encode(random.Random(1).randbytes(750_000)).decode())[:1_000_000])
+@example(("12/12/2012 " * 91_000)[:1_000_000])
+def test_a_hostile_note_up_to_1mb_ends_within_its_budget_in_memory_linear_in_its_length(text):
+    """Each note ends as a result or as a NoteTimeout failure row (the budget bounds its time: no
+    clock is read here), and its peak memory stays within a constant per character."""
+    tracemalloc.start()
+    try:
+        [result] = anonymize_patient(RECORD, [Note("1", "1", text)], SHIPPED)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= BYTES_PER_CHARACTER * len(text) + BYTES_CONSTANT, (len(text), peak)
+    if result.error is None:
+        assert result.text == replace_with_tags(text, result.spans)
+    else:
+        assert result.text is None
+        assert result.error == f"NoteTimeout: detection exceeded {HOSTILE_BUDGET}s on a note of {len(text)} characters"

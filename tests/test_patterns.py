@@ -21,7 +21,6 @@ from anonymizer.detectors.patterns import (
     UNTIMED_STEPS,
     ContextException,
     PatternDetector,
-    PatternTimeout,
     Precheck,
     Rule,
     expand,
@@ -35,6 +34,7 @@ from anonymizer.detectors.patterns import (
     standard,
     work_bound,
 )
+from anonymizer.budget import NoteBudget, NoteTimeout, spending
 from anonymizer.record import empty_record
 from anonymizer.resources import data_dir
 from anonymizer.spans import CATEGORIES, union
@@ -282,19 +282,29 @@ def test_disabling_an_unknown_pattern_is_an_error() -> None:
 # --- Safety: time budget, adversarial input, arbitrary text ------------------------------------
 
 
-@pytest.mark.parametrize("timeout", [0.0, 1e-4])
-def test_timeout_is_reported_without_the_note_text(rules: list[Rule], timeout: float) -> None:
+def test_timeout_is_reported_without_the_note_text(detector: PatternDetector) -> None:
     text = "NRIC S8076606H seen 12/03/2019 " * 30_000
-    with pytest.raises(PatternTimeout) as raised:
-        PatternDetector(rules, timeout=timeout)(text, RECORD)
+    with pytest.raises(NoteTimeout) as raised, spending([NoteBudget(0.0, len(text))]):
+        detector(text, RECORD)
     assert raised.value.safe_message == str(raised.value)
     assert str(len(text)) in str(raised.value)
     assert "S8076606H" not in str(raised.value)
 
 
-def test_a_short_note_past_its_deadline_times_out_though_its_searches_need_no_clock(rules: list[Rule]) -> None:
-    with pytest.raises(PatternTimeout):
-        PatternDetector(rules, timeout=0.0)("seen 12/03/2019", RECORD)
+def test_a_short_note_past_its_deadline_times_out_though_its_searches_need_no_clock(detector: PatternDetector) -> None:
+    with pytest.raises(NoteTimeout), spending([NoteBudget(0.0, 15)]):
+        detector("seen 12/03/2019", RECORD)
+
+
+def test_a_catastrophic_exception_expression_is_stopped_by_the_note_budget(tmp_path: Path) -> None:
+    """An exception's expression is data like a pattern's: its searches run within the budget
+    (one of about 1.6^60 steps, which no budget can wait for, ends as NoteTimeout)."""
+    extra = block("exception", name="hostile", applies_to=["DATE"], after=r"[ ](?:a|aa)+\d")
+    detector = PatternDetector.from_rules(rules_dir_with(tmp_path, "context.toml", extra))
+    text = "seen 12/03/2019 " + "a" * 60 + "!1"
+    with pytest.raises(NoteTimeout), spending([NoteBudget(0.5, len(text))]):
+        detector(text, RECORD)
+    assert "DATE 12/03/2019" not in flagged(detector, "seen 12/03/2019 aa1")  # and it excuses what it should
 
 
 @pytest.mark.parametrize(
@@ -328,6 +338,14 @@ def test_the_rules_searched_in_every_note_mostly_need_no_clock_in_a_short_note(r
     assert timed == ["id_labelled"]
 
 
+def test_the_shipped_exceptions_mostly_need_no_clock(rules: list[Rule]) -> None:
+    """An exception is asked about most kept matches: only its searches that may be long read
+    regex's clock (each costs two system calls)."""
+    exceptions = {e.name: e for rule in rules for e in rule.exceptions}.values()
+    timed = sorted(f"{e.name}.{part}" for e in exceptions for part, flag in zip(("match", "before", "after"), e.timed) if flag)
+    assert timed == ["duration_shorthand.before", "measurement_in_clause.before", "quantity.after"]
+
+
 ADVERSARIAL = {
     "digits": "1" * 100_000,
     "digits and spaces": "1 " * 50_000,
@@ -344,7 +362,10 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
 def test_adversarial_100kb_notes_finish_within_the_budget(detector: PatternDetector, text: str) -> None:
-    detector(text, RECORD)  # raises PatternTimeout otherwise
+    """About a second at most on two busy cores; a pass growing with the square of the note would
+    take minutes, and a catastrophic one forever: the budget tells them apart with a wide margin."""
+    with spending([NoteBudget(30.0, len(text))]):
+        detector(text, RECORD)  # raises NoteTimeout otherwise
 
 
 TOKENS = ["12", "3", "2019", "/", "-", ".", ":", " ", "\t", "\n", "Mar", "march", "the", "3rd", "'", "+65", "@",

@@ -13,7 +13,7 @@ def test_values_crossing_processes_pickle_to_equal_values_through_their_construc
         Note("n1", "p1", "Ann seen"),
         span,
         NoteResult("n1", "p1", "[PATIENT] seen", (span,), "digest"),
-        NoteResult("n2", "p1", None, (), "digest", "PatternTimeout: too slow"),
+        NoteResult("n2", "p1", None, (), "digest", "NoteTimeout: too slow"),
     ]
     for value in values:
         blob = pickle.dumps(value)

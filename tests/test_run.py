@@ -121,12 +121,12 @@ def _count(path: Path) -> int:
         engine.dispose()
 
 
-def test_a_note_that_hits_the_regex_timeout_is_a_failure_row_not_a_lost_note(hospital):
-    hospital.write_text(hospital.read_text() + "\n[detectors]\nregex_timeout = 0.0000001\n")
+def test_a_note_that_hits_the_time_budget_is_a_failure_row_not_a_lost_note(hospital):
+    hospital.write_text(hospital.read_text() + "\n[detectors]\nnote_timeout = 0.0000001\n")
     summary = run(load_config(hospital))
     failures = target_rows(hospital, "failures")
     written = target_rows(hospital, "anonymized_notes")
     assert summary.failed == len(failures) > 0
     assert {f[0] for f in failures}.isdisjoint(r[0] for r in written)
     assert len(failures) + len(written) == len(NOTES)
-    assert all(f[3].startswith("PatternTimeout") for f in failures)
+    assert all(f[3].startswith("NoteTimeout") for f in failures)

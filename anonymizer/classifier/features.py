@@ -179,10 +179,13 @@ def capitalisation(word: str) -> str:
     return "mixed"
 
 
+CHUNK_SHAPE = 24  # the characters of a chunk its shape reads
+
+
 def chunk_shape(chunk: str) -> str:
     """Shape of a whitespace-delimited chunk with digit runs kept by length ("7/22" -> "d/dd")."""
     out = []
-    for ch in chunk[:24]:
+    for ch in chunk[:CHUNK_SHAPE]:
         out.append("X" if ch.isupper() else "x" if ch.isalpha() else "d" if ch.isdigit() else ch)
     collapsed = []
     for c in out:
@@ -262,20 +265,24 @@ def space_runs(gap: str) -> int:
 
 def chunk_keys(text: str, tokens: Tokens) -> list[str]:
     """Per token, its whitespace-delimited chunk, as the key of the chunk's shape (chunk_shape
-    gives the same shape for the key as for the chunk).
+    gives the same shape for the key as for the chunk): its first CHUNK_SHAPE characters, one
+    string per chunk shared by the chunk's tokens, so that the keys of a long run without spaces
+    ("1/1/1/...", a base64 blob) take memory linear in the note, and the scorer's cache of keys
+    holds no long string.
 
     A note has about as many distinct chunks as tokens; in an ASCII note the key is the chunk with
     its letters and digits translated ("Dr.Ng," -> "Xx.Xx,"), of which there are far fewer, so the
     scorer's cache of keys stays small and rarely misses.  There a token's chunk is counted from
     the runs of spaces in the gaps before it, and the whole note is translated at once."""
     if not text.isascii() or any(c in text for c in SPLIT_SPACES):
-        chunks = list(CHUNK.finditer(text))
-        k = np.searchsorted(np.fromiter((m.start() for m in chunks), dtype=np.int64, count=len(chunks)), tokens.starts, side="right") - 1
-        return [chunks[j].group() for j in k.tolist()]
+        chunks = [m.span() for m in CHUNK.finditer(text)]
+        keys = [text[start : min(end, start + CHUNK_SHAPE)] for start, end in chunks]
+        k = np.searchsorted(np.fromiter((start for start, _ in chunks), dtype=np.int64, count=len(chunks)), tokens.starts, side="right") - 1
+        return list(map(keys.__getitem__, k.tolist()))
     # a note that starts with a chunk starts it before any run of spaces
     first = 0 if text[:1].isspace() else 1
     index = accumulate(map(space_runs, tokens.gaps[:-1]), initial=first - 1)
-    keys = text.encode("ascii").translate(SHAPE_KEYS).decode("ascii").split()
+    keys = [key[:CHUNK_SHAPE] for key in text.encode("ascii").translate(SHAPE_KEYS).decode("ascii").split()]
     return list(map(keys.__getitem__, islice(index, 1, None)))
 
 

@@ -23,12 +23,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
+from anonymizer.budget import check
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
 from anonymizer.config import ClassifierConfig, ConfigError
@@ -295,18 +296,23 @@ class SvmDetector:
         return self.analyse_many(record, [(text, rule_spans)])[0]
 
     def analyse_many(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[NoteAnalysis]:
-        """:meth:`analyse` for several notes of one patient, scored in batches of BATCH_NOTES."""
+        """:meth:`analyse` for several notes of one patient, scored in batches of BATCH_NOTES.
+
+        The note's time budget (anonymizer.budget) is checked between the steps of each note."""
         analyses = []
         for first in range(0, len(notes), BATCH_NOTES):
             batch = [(text, Tokens.of(text), rule_spans) for text, rule_spans in notes[first : first + BATCH_NOTES]]
             self.extractor.prime(record, chain.from_iterable(tokens.lowers for _, tokens, _ in batch))
             prepared = []
             for text, tokens, rule_spans in batch:
+                check()
                 rule_cats = _covered(tokens, rule_spans, self.model.confirm)
                 prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
+            check()
             values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
             start = 0
             for text, tokens, rule_cats, _ in prepared:
+                check()
                 end = start + len(tokens)
                 analyses.append(self._flag(text, tokens, rule_cats, values[start:end], cats[start:end]))
                 start = end
@@ -320,8 +326,9 @@ class SvmDetector:
         scores = [value if f is None else float("-inf") for value, f in zip(values, flagged)]
         threshold = self.threshold
         excused = _once_per_run(self.excused) if self.excused is not None else None
+        runs: dict[int, tuple[int, int]] = {}
         for i in [i for i, score in enumerate(scores) if score > threshold]:  # the few above it
-            if not vetoed(text, tokens, i, cats[i], excused):
+            if not vetoed(text, tokens, i, cats[i], excused, runs):
                 flagged[i] = cats[i]
                 spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
         post = self.model.postprocess
@@ -348,7 +355,14 @@ class SvmDetector:
         """A note's spans: the rule spans and the classifier's own, less the spans of the rules the
         model must confirm (its ``confirm`` list: weak patterns such as a day/month without a year,
         which also match ranges and ratios) that none of its own spans overlaps."""
-        kept = [s for s in rule_spans if s.source not in self.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
+        confirm, overlaps = self.model.confirm, None
+        kept = []
+        for span in rule_spans:
+            if span.source in confirm:
+                overlaps = overlaps or overlap_test(own)  # made for the notes with such a span only
+                if not overlaps(span.start, span.end):
+                    continue
+            kept.append(span)
         return kept + list(own)
 
     def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]:
@@ -398,21 +412,47 @@ def _once_per_run(excused: Excused) -> Excused:
     return judge
 
 
-def vetoed(text: str, tokens: Tokens, i: int, category: str, excused: Excused | None) -> bool:
+def overlap_test(spans: Sequence[Span]) -> Callable[[int, int], bool]:
+    """Whether start, end overlaps one of `spans`, by bisection: of the spans that start before
+    `end`, the furthest end must pass `start` (linear in the spans, where a test of each against
+    each grew with the square of a note of dense dates)."""
+    ordered = sorted((s.start, s.end) for s in spans)
+    starts = [start for start, _ in ordered]
+    reach = list(accumulate((end for _, end in ordered), max))
+
+    def overlaps(start: int, end: int) -> bool:
+        k = bisect.bisect_left(starts, end)
+        return k > 0 and reach[k - 1] > start
+
+    return overlaps
+
+
+def vetoed(
+    text: str, tokens: Tokens, i: int, category: str, excused: Excused | None, runs: dict[int, tuple[int, int]] | None = None
+) -> bool:
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), or
-    a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15")."""
-    return postprocess.a_title(tokens, i, category) or bool(excused and excused(text, *joined_run(text, tokens, i), category))
+    a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's
+    memory for the note."""
+    return postprocess.a_title(tokens, i, category) or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
 
 
-def joined_run(text: str, tokens: Tokens, i: int) -> tuple[int, int]:
+def joined_run(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:
     """The offsets of token i with its neighbours joined to it by a single "/", "-" or "." ("3/12",
-    "15/15", "10-12"): what a context exception judges, as it judges a rule's whole match."""
+    "15/15", "10-12"): what a context exception judges, as it judges a rule's whole match.
+
+    With `runs` (per token, its run's offsets, filled here) each run is walked once, not once per
+    token of it: a note of "1/1/1/..." stays linear."""
+    if runs is not None and i in runs:
+        return runs[i]
     left = right = i
     while left > 0 and tokens.gaps[left] in WEAK_JOINS:
         left -= 1
     while right + 1 < len(tokens) and tokens.gaps[right + 1] in WEAK_JOINS:
         right += 1
-    return tokens.starts[left], tokens.ends[right]
+    bounds = tokens.starts[left], tokens.ends[right]
+    if runs is not None:
+        runs.update(dict.fromkeys(range(left, right + 1), bounds))
+    return bounds
 
 
 def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], scores: Sequence[float]) -> Sequence[float]:

@@ -9,17 +9,17 @@ A rule may declare what a note must contain for it to match at all (`requires`, 
 most notes hold no month name, e-mail or web address, and a check of that costs far less than the
 pass it saves.  The declarations are data, never guessed by the code.
 
-Every search runs under a time budget: a note that makes a pattern run too long raises
-:class:`PatternTimeout`, whose message gives only the note's length.  `regex` enforces it by
-reading the process clock at every search and every match, a system call that cost about a sixth
-of the detector's time; a search whose work is provably small skips that (see :func:`work_bound`).
+Every search, the exceptions' included, runs within the note's time budget (anonymizer.budget):
+a note that makes a pattern run too long raises :class:`~anonymizer.budget.NoteTimeout`, whose
+message gives only the note's length.  `regex` enforces it by reading the process clock at every
+search and every match, a system call that cost about a sixth of the detector's time; a search
+whose work is provably small skips that (see :func:`work_bound`) and checks the deadline before.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import time
 import tomllib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import regex
 
+from anonymizer.budget import remaining
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
 
@@ -38,7 +39,6 @@ except ImportError:  # pragma: no cover - a Python that moved it
 RULE_FILES = ("patterns.toml", "dates.toml", "context.toml")
 SECTIONS = frozenset({"components", "pattern", "date_styles", "date_order", "exception"})
 CONTEXT_WINDOW = 64  # characters of context an exception reads on each side of a match
-DEFAULT_TIMEOUT = 5.0  # seconds per note: a 100 KB note takes about 0.1 s, a pathological one about 1 s
 PRECHECK_KEYS = frozenset({"requires", "requires_any"})
 PATTERN_KEYS = frozenset({"name", "category", "regex", "validate", "ignore_case"}) | PRECHECK_KEYS
 EXCEPTION_KEYS = frozenset({"name", "applies_to", "match", "before", "after"})
@@ -49,18 +49,6 @@ UNTIMED_STEPS = 1_000_000
 # "{name}" refers to a component, except after \p \P \N \x, where braces belong to the syntax.
 _REFERENCE = regex.compile(r"(?<!\\[pPNx])\{([A-Za-z_]\w*)\}")
 _RULE_NAME = regex.compile(r"[a-z][a-z0-9_]*")
-
-
-class PatternTimeout(Exception):
-    """A note took longer than the detector's time budget; the caller records it and moves on.
-
-    Built from numbers only, so its message can never quote the note; `safe_message` tells the
-    pipeline that it may keep the message.
-    """
-
-    def __init__(self, note_length: int, timeout: float) -> None:
-        self.safe_message = f"regex detector exceeded {timeout}s on a note of {note_length} characters"
-        super().__init__(self.safe_message)
 
 
 # --- Validation hooks, named by `validate` in the rules ----------------------------------------
@@ -116,19 +104,26 @@ class ContextException:
     match: regex.Pattern[str] | None
     before: regex.Pattern[str] | None
     after: regex.Pattern[str] | None
+    timed: tuple[bool, bool, bool] = (True, True, True)  # whether a search of match, before, after needs regex's clock
 
     def guards(self, rule_name: str, category: str) -> bool:
         return rule_name in self.applies_to or category in self.applies_to
 
     def excuses(self, text: str, start: int, end: int) -> bool:
-        """Whether text[start:end] fits `match` and its context fits `before` or `after`."""
-        if self.match is not None and self.match.fullmatch(text, start, end) is None:
+        """Whether text[start:end] fits `match` and its context fits `before` or `after`.
+
+        Within the note's time budget: an exception's expression is data too.  The deadline is
+        checked once a call; a search whose work is provably small (see _exception) runs without
+        regex's clock, the others with the time left."""
+        left = remaining()
+        match_timed, before_timed, after_timed = self.timed
+        if self.match is not None and self.match.fullmatch(text, start, end, timeout=left if match_timed else None) is None:
             return False
         if self.before is None and self.after is None:
             return True
         return bool(
-            (self.before is not None and self.before.search(text, max(0, start - CONTEXT_WINDOW), start))
-            or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW))
+            (self.before is not None and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None))
+            or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW, timeout=left if after_timed else None))
         )
 
 
@@ -540,12 +535,20 @@ def _exception(path: Path, entry: Mapping, components: Mapping[str, str], rule_n
             return None
         return _compile(wrap.format(expand(entry[key], components, where)), f"{where} ({key})")
 
+    def timed(key: str, positions: int) -> bool:
+        """Whether a search of `key` from up to `positions` positions may pass UNTIMED_STEPS: the
+        bound counts the expression's structure, the same whatever the case or direction."""
+        steps = _lower(f"(?i:{expand(entry[key], components, where)})")["steps"] if key in entry else 0
+        return positions * (steps + 1) > UNTIMED_STEPS
+
     return ContextException(
         name=name,
         applies_to=applies_to,
         match=part("match", "(?i:{})"),
         before=part("before", r"(?ri:{})\Z"),  # ends where the match starts; searched backwards, twice as fast
         after=part("after", "(?i:{})"),
+        # match is tried at the match's start, after at its end, before at the window's positions
+        timed=(timed("match", 1), timed("before", CONTEXT_WINDOW + 1), timed("after", 1)),
     )
 
 
@@ -576,10 +579,9 @@ def _compile(source: str, where: str) -> regex.Pattern[str]:
 class PatternDetector:
     """Flags every match of the enabled rules that passes its validation hook and exceptions."""
 
-    def __init__(self, rules: Sequence[Rule], timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, rules: Sequence[Rule]) -> None:
         self.name = "regex"
         self.rules = tuple(rules)
-        self.timeout = timeout
         # the distinct prechecks, and per rule the positions of its own among them
         self._checks: list[Precheck] = list(dict.fromkeys(check for rule in self.rules for check in rule.prechecks))
         # rules guarded by the same exceptions share their verdicts on a span (see _longest)
@@ -598,15 +600,13 @@ class PatternDetector:
         self._guards = {c: tuple(e for e in every if c in e.applies_to) for c in {c for e in every for c in e.applies_to}}
 
     @classmethod
-    def from_rules(
-        cls, rules_dir: Path, disabled: Collection[str] = (), timeout: float = DEFAULT_TIMEOUT
-    ) -> PatternDetector:
+    def from_rules(cls, rules_dir: Path, disabled: Collection[str] = ()) -> PatternDetector:
         """Build from the rule files in `rules_dir`, leaving out the patterns named in `disabled`."""
         rules = load_rules(rules_dir)
         unknown = set(disabled) - {rule.name for rule in rules}
         if unknown:
             raise ValueError(f"cannot disable unknown patterns {sorted(unknown)}")
-        return cls([rule for rule in rules if rule.name not in disabled], timeout)
+        return cls([rule for rule in rules if rule.name not in disabled])
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         """One pass per rule; where spans of one category overlap, the longest stands for them.
@@ -618,31 +618,27 @@ class PatternDetector:
         inlined: with ~20 passes and ~35 precheck tests per note, a generator or method call each
         cost a quarter of the detector's time.  A match must be non-empty (an expression that can
         match nothing must not yield empty spans), pass the rule's hook and escape its exceptions
-        (asked last, in _longest).
+        (asked last, in _longest).  Outside a note's budget (anonymizer.budget) nothing is timed.
         """
-        deadline = time.monotonic() + self.timeout
         lower = text.lower() if text.isascii() else None
         untimed = UNTIMED_STEPS / (len(text) + 1)  # a lowered search of at most so many steps a position needs no clock
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
         runs: list[str] = []  # the note's numeric runs, once a numeric precheck needs them
         found: list[tuple[int, int, Rule, int | None]] = []
-        try:
-            for rule, needs, group in self._plan:
-                for k in needs:
-                    if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, deadline, runs)):
-                        break
+        for rule, needs, group in self._plan:
+            for k in needs:
+                if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, runs)):
+                    break
+            else:
+                timeout = remaining()
+                if rule.lowered is None or lower is None:
+                    pattern, subject = rule.pattern, text
                 else:
-                    timeout = self._remaining(text, deadline)
-                    if rule.lowered is None or lower is None:
-                        pattern, subject = rule.pattern, text
-                    else:
-                        pattern, subject, timeout = rule.lowered, lower, None if rule.steps <= untimed else timeout
-                    for match in pattern.finditer(subject, timeout=timeout):
-                        start, end = match.span()
-                        if end > start and (rule.validate is None or rule.validate(text[start:end])):
-                            found.append((start, end, rule, group))
-        except TimeoutError:
-            raise PatternTimeout(len(text), self.timeout) from None
+                    pattern, subject, timeout = rule.lowered, lower, None if rule.steps <= untimed else timeout
+                for match in pattern.finditer(subject, timeout=timeout):
+                    start, end = match.span()
+                    if end > start and (rule.validate is None or rule.validate(text[start:end])):
+                        found.append((start, end, rule, group))
         return self._longest(text, found)
 
     def _longest(self, text: str, found: list[tuple[int, int, Rule, int | None]]) -> list[Span]:
@@ -673,15 +669,12 @@ class PatternDetector:
             reach[rule.category] = end
         return kept
 
-    def _decide(
-        self, k: int, held: list[bool | None], text: str, lower: str | None, untimed: float, deadline: float, runs: list[str]
-    ) -> bool:
+    def _decide(self, k: int, held: list[bool | None], text: str, lower: str | None, untimed: float, runs: list[str]) -> bool:
         """Whether precheck `k` holds in the note, searched as in __call__, or in the note's
-        numeric runs (made once, into `runs`) for a numeric one (a TimeoutError propagates to the
-        caller)."""
+        numeric runs (made once, into `runs`) for a numeric one."""
         check = self._checks[k]
         if check.pattern is not None:
-            timeout = self._remaining(text, deadline)
+            timeout = remaining()
             if check.numeric:
                 if not runs:
                     runs.append(numeric_runs(text))
@@ -702,8 +695,3 @@ class PatternDetector:
         months, "GCS 15/15" a score): the classifier's detections obey them as the rules' do."""
         return any(e.excuses(text, start, end) for e in self._guards.get(category, ()))
 
-    def _remaining(self, text: str, deadline: float) -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise PatternTimeout(len(text), self.timeout)
-        return remaining
