@@ -245,6 +245,7 @@ def stage_table(config, stride: int) -> None:
     from collections import defaultdict
 
     from anonymizer.budget import NoteBudget, spending
+    from anonymizer.normalize import normalize
     from anonymizer.pipeline import NoteResult
     from anonymizer.run import prepare
     from anonymizer.spans import union
@@ -284,24 +285,28 @@ def stage_table(config, stride: int) -> None:
             for note, budget in zip(group, budgets):
                 t = clock()
                 digest = pipeline.source_digest(note.text, record)
-                written.get(note.note_id) == digest
+                held = written.get(target.key(note.note_id))
+                held is not None and held.digest == digest
                 spent["source digest (skip check and result)"] += clock() - t
+                t = clock()
+                view = normalize(note.text)
+                spent["normalised view"] += clock() - t
                 spans = []
                 with spending([budget]):
                     for label, detector in zip(names, pipeline.detectors):
                         t = clock()
-                        spans += detector(note.text, record)
+                        spans += detector(view.text, record)
                         spent[f"detector {label}"] += clock() - t
-                found.append((digest, spans))
+                found.append((digest, view, spans))
             if pipeline.classifier is not None:
                 t = clock()
                 with spending(budgets):
-                    own = pipeline.classifier.patient_spans(record, [(n.text, spans) for n, (_, spans) in zip(group, found)])
-                found = [(d, pipeline.classifier.combine(spans, o)) for (d, spans), o in zip(found, own)]
+                    own = pipeline.classifier.patient_spans(record, [(view.text, spans) for _, view, spans in found])
+                found = [(d, view, pipeline.classifier.combine(spans, o)) for (d, view, spans), o in zip(found, own)]
                 spent["classifier (svm)"] += clock() - t
-            for note, (digest, spans) in zip(group, found):
+            for note, (digest, view, spans) in zip(group, found):
                 t = clock()
-                merged = tuple(union(spans))
+                merged = tuple(union(view.to_original(spans)))
                 text = pipeline.replace(note.text, merged, record)
                 spent["union + replacement"] += clock() - t
                 results.append(NoteResult(note.note_id, note.patient_id, text, merged, digest))
