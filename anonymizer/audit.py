@@ -17,7 +17,7 @@ from typing import Iterator
 import regex
 import sqlalchemy as sa
 
-from anonymizer.config import Config, ConfigError, DetectorsConfig
+from anonymizer.config import Config, ConfigError, DetectorsConfig, read_text_file
 from anonymizer.detectors import Detector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
@@ -252,11 +252,13 @@ def import_review(target: Target, path: Path) -> Counter[str]:
     """Store the spans a reviewer marked as `missed` or `wrong` in a sample file; returns counts."""
     rows = []
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text_file(path, "review file").splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
             for verdict in ("missed", "wrong"):
                 for span in item.get(verdict, []):
                     start, end, category = int(span["start"]), int(span["end"]), span.get("category", "NAME")

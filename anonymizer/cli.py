@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from anonymizer import audit
-from anonymizer.config import Config, ConfigError, load_config
+from anonymizer.config import Config, ConfigError, load_config, read_text_file
 from anonymizer.parallel import default_workers
 from anonymizer.run import RunSummary, reprocess as reprocess_job, run as run_job
 from anonymizer.source import DBAPIError, database_error
@@ -142,11 +142,7 @@ def reprocess(
         if patients_from is not None:
             if not patients_from.is_file():
                 raise ConfigError(f"--patients-from: file not found: {patients_from}")
-            try:
-                lines = patients_from.read_text(encoding="utf-8").splitlines()
-            except UnicodeDecodeError:
-                raise ConfigError(f"--patients-from: {patients_from} is not UTF-8 text") from None
-            ids += [line.strip() for line in lines if line.strip()]
+            ids += [line.strip() for line in read_text_file(patients_from, "--patients-from").splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
         summary = reprocess_job(load_config(config), ids, changed=changed, workers=workers or default_workers())

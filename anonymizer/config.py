@@ -181,6 +181,25 @@ def load_config(path: str | Path | None = None) -> Config:
     return parse_config(data)
 
 
+def read_text_file(path: str | Path, what: str) -> str:
+    """A user's file as UTF-8 text, or a one-line ConfigError naming its first bad line, never
+    quoting it: a Latin-1 or binary file (a NUL byte) would be read wrong, or quote PHI."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {path} ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    else:
+        bad = raw.find(b"\x00")
+    if bad >= 0:
+        line = raw[:bad].count(b"\n") + 1
+        raise ConfigError(f"{what}: {path}: line {line} is not UTF-8 text; save it as UTF-8")
+    return text
+
+
 def parse_config(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from parsed TOML, checking every key and type."""
     return _build(Config, data, "")

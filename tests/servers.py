@@ -246,14 +246,14 @@ def execute(url: str, *statements: str) -> None:
         engine.dispose()
 
 
-def reference_run(tmp: Path, fill_source: Callable[[str], None]) -> dict[str, str]:
+def reference_run(tmp: Path, fill_source: Callable[[str], None], extra: str = "") -> dict[str, str]:
     """Anonymized texts of a SQLite → SQLite run: what every other engine pair must reproduce."""
     from anonymizer.config import load_config
     from anonymizer.run import run
 
     source, target = f"sqlite:///{tmp / 'source.db'}", f"sqlite:///{tmp / 'target.db'}"
     fill_source(source)
-    run(load_config(write_config(tmp / "anonymizer.toml", source, target)))
+    run(load_config(write_config(tmp / "anonymizer.toml", source, target, extra)))
     return anonymized(target)
 
 

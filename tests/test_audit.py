@@ -85,6 +85,20 @@ def test_sample_is_reproducible_and_review_imports(done, tmp_path):
     assert runner.invoke(app, ["audit", "import-review", str(first), "--config", str(done)]).exit_code == 2
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"note_id": 1, "text": "ab"}\n[1, 2]\n'.encode(), "b.jsonl:2: not a review line (TypeError)"),
+        ('{"note_id": 1, "text": "Jos\u00e9"}\n'.encode("latin-1"), "b.jsonl: line 1 is not UTF-8 text"),
+    ],
+    ids=["not-an-object", "latin-1"],
+)
+def test_a_review_file_that_is_not_review_lines_is_one_error_line(done, tmp_path, content, message):
+    (tmp_path / "b.jsonl").write_bytes(content)
+    result = runner.invoke(app, ["audit", "import-review", str(tmp_path / "b.jsonl"), "--config", str(done)])
+    assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_the_gate_keeps_the_shipped_name_threshold_when_the_run_lowers_it(done):
     # A run configured with a stricter name threshold must not also narrow the gate's variant matching.
     done.write_text(done.read_text() + "\n[detectors]\nname_threshold = 0.05\n")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from anonymizer.config import ConfigError
+from anonymizer.config import read_text_file
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
 
@@ -34,16 +34,7 @@ def load_list_file(path: Path | str) -> list[str]:
     is not UTF-8 text (Latin-1, binary) is refused naming its first bad line, never quoting it:
     guessing its encoding would miss the entries it garbles.
     """
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        bad = exc.start
-    else:
-        bad = raw.find(b"\x00")  # binary
-    if bad >= 0:
-        line = raw[:bad].count(b"\n") + 1
-        raise ConfigError(f"{path}: line {line} is not UTF-8 text; save the list as UTF-8")
+    text = read_text_file(path, "list file")
     return [line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
