@@ -393,7 +393,7 @@ def main() -> None:
         print(f"    peak memory: main process {memory.peak_main / 1024:,.0f} MiB (VmHWM); "
               f"main + workers {memory.peak_total / 1024:,.0f} MiB (sampled RSS sum)")
         if copy_rate:
-            print(f"ratio run/copy (wall clock, the figure of issue 6): 1/{copy_rate / rate:.1f} "
+            print(f"ratio run/copy (wall clock): 1/{copy_rate / rate:.1f} "
                   f"(= {rate / copy_rate:.4f}; target >= 1/16 = 0.0625)")
             if not args.skip_copy:
                 copy_cpu_rate, run_cpu_rate = copied / copy_cpu, summary.notes / cpu

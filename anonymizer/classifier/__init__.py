@@ -1,4 +1,4 @@
-"""The local-context classifier (issue 3): an SVM over per-token features, run after the rules.
+"""The local-context classifier: an SVM over per-token features, run after the rules.
 
 * :mod:`.features` - tokens and their features;
 * :mod:`.train` - building a model from annotated corpora (scikit-learn ``LinearSVC``);

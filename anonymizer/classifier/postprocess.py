@@ -1,4 +1,4 @@
-"""Recall heuristics applied after the rules and the classifier (issue 3, measured one by one).
+"""Recall heuristics applied after the rules and the classifier, each measured on its own.
 
 Each takes a note's tokens and the category currently assigned to each token (``None`` = not
 flagged) and returns the tokens to add, as ``{index: category}``; none ever removes a detection.
