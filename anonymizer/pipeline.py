@@ -21,8 +21,7 @@ from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import RecordValues
 from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
-from anonymizer.pickling import by_fields
-from anonymizer.record import Note, PatientRecord
+from anonymizer.record import Note, NoteResult, PatientRecord  # NoteResult: also imported from here
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir
 from anonymizer.spans import MergedSpan, Span, union
@@ -42,19 +41,6 @@ class Classifier(Protocol):
     def combine(self, rule_spans: Sequence[Span], own: Sequence[Span]) -> list[Span]: ...
 
 DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
-
-
-@by_fields
-@dataclass(frozen=True)
-class NoteResult:
-    """What the unit of work returns for one note: the anonymized text and its spans, or an error."""
-
-    note_id: str
-    patient_id: str
-    text: str | None
-    spans: tuple[MergedSpan, ...]
-    source_digest: str
-    error: str | None = None
 
 
 @dataclass
