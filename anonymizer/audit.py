@@ -19,10 +19,9 @@ import sqlalchemy as sa
 
 from anonymizer.config import Config, ConfigError, DetectorsConfig, read_text_file
 from anonymizer.detectors import Detector
-from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
-from anonymizer.detectors.values import RecordValues
 from anonymizer.normalize import normalize
+from anonymizer.registry import record_detectors
 from anonymizer.resources import data_dir
 from anonymizer.source import Source
 from anonymizer.spans import CATEGORIES
@@ -173,11 +172,7 @@ class Leak:
 
 def leak_detectors(rules_dir: Path, name_threshold: float) -> list[Detector]:
     """The record detectors, run over released text: whatever they find there is a leak."""
-    patterns = PatternDetector.from_rules(rules_dir)
-    return [
-        *RecordNames.pair(rules_dir, name_threshold),
-        RecordValues(date_pattern=patterns.date_pattern),
-    ]
+    return record_detectors(rules_dir, name_threshold, PatternDetector.from_rules(rules_dir).date_pattern)
 
 
 def gate_name_threshold(configured: float) -> float:

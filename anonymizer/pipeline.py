@@ -15,14 +15,10 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from anonymizer.budget import NoteBudget, check, spending
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
-from anonymizer.detectors.honorifics import HonorificDetector
-from anonymizer.detectors.lists import ListDetector
-from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector
-from anonymizer.detectors.values import RecordValues
 from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
-from anonymizer.pickling import by_fields
-from anonymizer.record import Note, PatientRecord
+from anonymizer.record import Note, NoteResult, PatientRecord  # NoteResult: also imported from here
+from anonymizer.registry import DETECTORS, SHIPPED, BuildContext, DetectorRegistry
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir
 from anonymizer.spans import MergedSpan, Span, union
@@ -40,22 +36,6 @@ class Classifier(Protocol):
     def patient_spans(self, record: PatientRecord, notes: Sequence[tuple[str, Sequence[Span]]]) -> list[list[Span]]: ...
 
     def combine(self, rule_spans: Sequence[Span], own: Sequence[Span]) -> list[Span]: ...
-
-DETECTOR_GROUPS = ("record", "honorific", "regex", "lists")
-
-
-@by_fields
-@dataclass(frozen=True)
-class NoteResult:
-    """What the unit of work returns for one note: the anonymized text and its spans, or an error."""
-
-    note_id: str
-    patient_id: str
-    text: str | None
-    spans: tuple[MergedSpan, ...]
-    source_digest: str
-    error: str | None = None
-
 
 @dataclass
 class Pipeline:
@@ -175,11 +155,15 @@ def build_pipeline(
     classifier: ClassifierConfig,
     rules_dir: Path | None = None,
     replace: ReplaceConfig | None = None,
+    registry: DetectorRegistry | None = None,
 ) -> Pipeline:
-    """Compile the rules once and assemble the enabled detector groups in their fixed order."""
-    unknown = set(detectors.disabled) - set(DETECTOR_GROUPS) - {"svm"}
+    """Compile the rules once and build the enabled detectors of the catalogue, in its order.
+
+    `registry`: the catalogue (anonymizer.registry); by default the one every run uses."""
+    registry = DETECTORS if registry is None else registry
+    unknown = set(detectors.disabled) - set(registry.names())
     if unknown:
-        raise ConfigError(f"detectors.disabled: unknown detector {sorted(unknown)[0]!r} (one of {', '.join(DETECTOR_GROUPS)}, svm)")
+        raise ConfigError(f"detectors.disabled: unknown detector {sorted(unknown)[0]!r} (one of {', '.join(registry.names())})")
     rules = rules_dir or data_dir("rules")
     surrogates = replace is not None and replace.mode == "surrogates"
     if surrogates:
@@ -187,29 +171,19 @@ def build_pipeline(
 
         read_secret(replace.secret_env)  # no secret: stop before anything is loaded or written
     patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns)
-    groups: dict[str, list[Detector]] = {
-        "record": [
-            *RecordNames.pair(rules, detectors.name_threshold),
-            RecordValues(date_pattern=patterns.date_pattern),
-        ],
-        "honorific": [HonorificDetector.from_rules(rules)],
-        "regex": [patterns],
-        "lists": [ListDetector(lists)],
-    }
-    enabled = [d for name in DETECTOR_GROUPS if name not in detectors.disabled for d in groups[name]]
-    svm = None
-    if classifier.enabled and "svm" not in detectors.disabled:
-        from anonymizer.classifier.model import load_detector
-
-        svm = load_detector(classifier, lists, patterns.excused)
+    context = BuildContext(rules, detectors, lists, classifier, patterns)
+    built, svm = registry.build(context, detectors.disabled)
+    enabled = [d for group in built.values() for d in group]
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
-    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION)
+    catalogue = () if registry.signature() == SHIPPED else (registry.signature(),)  # the shipped one: as before it existed
+    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION, *catalogue)
     if not surrogates:
         return Pipeline(enabled, svm, digest, excused=patterns.excused, note_timeout=detectors.note_timeout)
     from anonymizer.surrogates import build_replacer
 
-    replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, groups["record"])
+    # The replacer checks its surrogates with the run's own record detectors (built anew if disabled).
+    replacer = build_replacer(replace, rules, patterns.date_pattern, detectors.name_threshold, built.get("record"))
     # The replacer's digest covers its settings and a keyed fingerprint of the secret (never the secret).
     return Pipeline(
         enabled, svm, hashlib.sha256(f"{digest}:{replacer.digest}".encode()).hexdigest(), replacer, patterns.excused, detectors.note_timeout

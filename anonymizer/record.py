@@ -1,4 +1,4 @@
-"""The structured record of one patient and the notes written about them.
+"""The structured record of one patient, the notes written about them, and what becomes of a note.
 
 These are plain values read from the source database; detectors derive what they need from them
 (name tokens, digit strings, parsed dates) once per patient through :func:`per_record`.
@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Generic, TypeVar
 
 from anonymizer.pickling import by_fields
+from anonymizer.spans import MergedSpan
 
 FIELDS: tuple[str, ...] = ("names", "relatives", "identifiers", "phones", "dates", "addresses")
 
@@ -57,6 +58,19 @@ class Note:
     note_id: str
     patient_id: str
     text: str
+
+
+@by_fields
+@dataclass(frozen=True)
+class NoteResult:
+    """What the unit of work returns for one note: the anonymized text and its spans, or an error."""
+
+    note_id: str
+    patient_id: str
+    text: str | None
+    spans: tuple[MergedSpan, ...]
+    source_digest: str
+    error: str | None = None
 
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from anonymizer.config import ConfigError
-from anonymizer.pipeline import NoteResult
+from anonymizer.record import NoteResult
 from anonymizer.resources import data_dir
 from anonymizer.source import DBAPIError, connect, database_error, sqlite_file
 

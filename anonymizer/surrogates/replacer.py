@@ -692,6 +692,13 @@ def build_replacer(
     name_threshold: float,
     leak_detectors: Sequence | None = None,
 ) -> SurrogateReplacer:
-    """The surrogate replacer for a run; raises ConfigError (nothing written yet) without the secret."""
+    """The surrogate replacer for a run; raises ConfigError (nothing written yet) without the secret.
+
+    `leak_detectors`: the record detectors its surrogates are checked with; by default built by
+    :func:`anonymizer.registry.record_detectors`, as the run and ``audit leaks`` build them."""
     secret = read_secret(config.secret_env)
+    if leak_detectors is None:
+        from anonymizer.registry import record_detectors
+
+        leak_detectors = record_detectors(rules_dir, name_threshold, date_pattern)
     return SurrogateReplacer(secret, config, rules_dir, date_pattern, name_threshold, leak_detectors=leak_detectors)
