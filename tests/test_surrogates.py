@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from anonymizer import audit
 from anonymizer.cli import app
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig, load_config, parse_config
+from anonymizer.registry import record_detectors
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.patterns import PatternDetector, load_rules, nric_checksum
 from anonymizer.pipeline import anonymize_patient, build_pipeline
@@ -69,7 +70,7 @@ def date_pattern():
 
 
 def replacer(secret: bytes, date_pattern, lists, config: ReplaceConfig = SURROGATES) -> SurrogateReplacer:
-    return SurrogateReplacer(secret, config, RULES, date_pattern, 0.33, lists=lists)
+    return SurrogateReplacer(secret, config, RULES, date_pattern, 0.33, record_detectors(RULES, 0.33, date_pattern), lists=lists)
 
 
 def pipeline(monkeypatch, secret: str = SECRET_ONE, config: ReplaceConfig = SURROGATES):

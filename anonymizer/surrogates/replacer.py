@@ -130,8 +130,8 @@ class SurrogateReplacer:
         rules_dir: Path,
         date_pattern: regex.Pattern[str],
         name_threshold: float,
+        leak_detectors: Sequence,
         lists: SurrogateLists | None = None,
-        leak_detectors: Sequence | None = None,
     ) -> None:
         self._secret = secret
         self.config = config
@@ -142,10 +142,7 @@ class SurrogateReplacer:
         self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{alternatives})(?![\w/])")
         # What `audit leaks` runs over the released text: a candidate they flag is not used.  The
         # pipeline passes its own record detectors, whose per-patient indexes are then built once.
-        self._leak_detectors = list(leak_detectors) if leak_detectors is not None else [
-            *RecordNames.pair(rules_dir, name_threshold),
-            RecordValues(date_pattern=date_pattern),
-        ]
+        self._leak_detectors = list(leak_detectors)
         self._name_detectors = [d for d in self._leak_detectors if isinstance(d, RecordNames)]
         self._value_detectors = [d for d in self._leak_detectors if isinstance(d, RecordValues)]
         self._other_detectors = [d for d in self._leak_detectors if not isinstance(d, (RecordNames, RecordValues))]
@@ -701,4 +698,4 @@ def build_replacer(
         from anonymizer.registry import record_detectors
 
         leak_detectors = record_detectors(rules_dir, name_threshold, date_pattern)
-    return SurrogateReplacer(secret, config, rules_dir, date_pattern, name_threshold, leak_detectors=leak_detectors)
+    return SurrogateReplacer(secret, config, rules_dir, date_pattern, name_threshold, leak_detectors)
