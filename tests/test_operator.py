@@ -1,0 +1,74 @@
+"""The operator's side: paths in the configuration, a source schema, the CLI in a batch job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from anonymizer.config import load_config
+from anonymizer.source import Source
+from tests.conftest import CONFIG, create_hospital
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "anonymizer", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def relative_config(directory: Path) -> Path:
+    """The test hospital beside a configuration that names everything by relative paths."""
+    directory.mkdir(parents=True)
+    create_hospital(f"sqlite:///{directory / 'hospital.db'}")
+    (directory / "lists").mkdir()
+    (directory / "lists" / "places.txt").write_text("Tampines\n")
+    text = CONFIG.replace("sqlite:///{source}", "sqlite:///hospital.db").replace("sqlite:///{target}", "sqlite:///out/target.db")
+    text += '\n[[lists]]\ncategory = "LOCATION"\nfile = "lists/places.txt"\n'
+    (directory / "out").mkdir()
+    config = directory / "anonymizer.toml"
+    config.write_text(text)
+    return config
+
+
+def test_relative_paths_are_taken_from_the_configuration_files_directory(tmp_path, monkeypatch):
+    config = relative_config(tmp_path / "job")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    loaded = load_config(config)
+    assert loaded.source.url == f"sqlite:///{tmp_path / 'job' / 'hospital.db'}"
+    assert loaded.target.url == f"sqlite:///{tmp_path / 'job' / 'out' / 'target.db'}"
+    assert loaded.lists[-1].file == str(tmp_path / "job" / "lists" / "places.txt")
+    result = cli("run", "--config", str(config), "-w", "1", cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "job" / "out" / "target.db").is_file()
+    assert list(elsewhere.iterdir()) == [], "nothing may be created in the directory run from"
+
+
+def test_a_linked_configuration_means_what_it_means_where_it_lives(tmp_path, monkeypatch):
+    config = relative_config(tmp_path / "job")
+    link = tmp_path / "anonymizer.toml"
+    link.symlink_to(config)
+    monkeypatch.chdir(tmp_path)
+    assert load_config().source.url == f"sqlite:///{tmp_path / 'job' / 'hospital.db'}"
+
+
+def test_the_bundled_configuration_reads_the_sample_and_writes_beside_itself_from_the_repository_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("ANONYMIZER_CONFIG", raising=False)
+    config = load_config()  # ./anonymizer.toml, a link to sample_db/anonymizer.toml
+    assert config.source.url == f"sqlite:///{ROOT / 'sample_db' / 'hospital.db'}"
+    assert Path(config.target.url.removeprefix("sqlite:///")).resolve() == ROOT / "anonymized.db"
+    assert all(Path(item.file).is_file() for item in config.lists if item.file)
+
+
+def test_a_sqlite_source_is_opened_read_only(hospital):
+    source = Source(load_config(hospital))
+    with source.engine.connect() as conn, pytest.raises(sa.exc.OperationalError, match="readonly"):
+        conn.exec_driver_sql("DELETE FROM notes")
+
