@@ -41,6 +41,7 @@ def check_range(ok: bool, key: str, value: object, expected: str) -> None:
 @dataclass(frozen=True)
 class SourceConfig:
     url: str
+    schema: str | None = None  # PostgreSQL schema, or MySQL/MariaDB database on the same server, of every source table
 
 
 @dataclass(frozen=True)

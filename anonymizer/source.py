@@ -194,6 +194,7 @@ class Source:
     def __init__(self, config: Config, engine: sa.Engine | None = None) -> None:
         self.config = config
         self.engine = engine or connect(config.source.url, "source.url", read_only=True)
+        self.schema = config.source.schema
         metadata = sa.MetaData()
         self.patients = self._reflect(metadata, config.patients.table, "patients.table")
         self.notes = self._reflect(metadata, config.notes.table, "notes.table")
@@ -240,9 +241,10 @@ class Source:
 
     def _reflect(self, metadata: sa.MetaData, name: str, key: str) -> sa.Table:
         try:
-            return sa.Table(name, metadata, autoload_with=self.engine)
+            return sa.Table(name, metadata, schema=self.schema, autoload_with=self.engine)
         except sa.exc.NoSuchTableError:
-            raise ConfigError(f"{key}: table '{name}' not found in the source database") from None
+            where = f"schema '{self.schema}' of " if self.schema else ""
+            raise ConfigError(f"{key}: table '{name}' not found in {where}the source database") from None
 
     @staticmethod
     def _column(table: sa.Table, name: str | None, key: str) -> sa.Column:

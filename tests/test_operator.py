@@ -72,3 +72,21 @@ def test_a_sqlite_source_is_opened_read_only(hospital):
     with source.engine.connect() as conn, pytest.raises(sa.exc.OperationalError, match="readonly"):
         conn.exec_driver_sql("DELETE FROM notes")
 
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_a_source_schema_is_used_for_reflection_and_every_query(databases, tmp_path, kind):
+    """The notes live in a schema (PostgreSQL) or another database (MariaDB) than the URL's own."""
+    from tests.servers import check_every_note_once, schema_of, write_config
+
+    notes_home, connected = databases.url(kind, "emr"), databases.url(kind, "login")
+    create_hospital(notes_home)
+    target = databases.url("sqlite", "dst")
+    config = write_config(tmp_path / "anonymizer.toml", connected, target)
+    without = cli("run", "--config", str(config), "-w", "1")
+    assert without.returncode == 2 and "table 'patients' not found in the source database" in without.stderr
+    config.write_text(config.read_text().replace("[patients]", f'schema = "{schema_of(notes_home)}"\n\n[patients]', 1))
+    result = cli("run", "--config", str(config), "-w", "1")
+    assert result.returncode == 0, result.stderr
+    check_every_note_once(notes_home, target)
+    again = cli("reprocess", "--patient", "1", "--config", str(config), "-w", "1")
+    assert again.returncode == 0, again.stderr
