@@ -90,3 +90,16 @@ def test_a_source_schema_is_used_for_reflection_and_every_query(databases, tmp_p
     check_every_note_once(notes_home, target)
     again = cli("reprocess", "--patient", "1", "--config", str(config), "-w", "1")
     assert again.returncode == 0, again.stderr
+
+
+def test_reprocess_of_an_unknown_patient_exits_2_and_records_no_run(hospital):
+    from tests.servers import query
+
+    assert cli("run", "-c", str(hospital), "-w", "1").returncode == 0
+    result = cli("reprocess", "--patient", "99999", "--patient", "1", "--patient", "3", "-c", str(hospital))
+    assert result.returncode == 2
+    assert result.stderr == "error: 1 of the 3 given patient ids have neither a note nor a record in the source\n"
+    target = load_config(hospital).target.url
+    assert query(target, "SELECT run_id, kind FROM runs") == [(1, "run")]
+    # Patient 3 has notes but no record; '01' is patient 1 of an integer column: both known.
+    assert cli("reprocess", "--patient", "3", "--patient", "01", "-c", str(hospital), "-w", "1").returncode == 0
