@@ -103,3 +103,53 @@ def test_reprocess_of_an_unknown_patient_exits_2_and_records_no_run(hospital):
     assert query(target, "SELECT run_id, kind FROM runs") == [(1, "run")]
     # Patient 3 has notes but no record; '01' is patient 1 of an integer column: both known.
     assert cli("reprocess", "--patient", "3", "--patient", "01", "-c", str(hospital), "-w", "1").returncode == 0
+
+
+
+# ---- the CLI in a batch job ----------------------------------------------------------------------
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def test_a_batch_job_gets_timestamped_progress_lines_and_a_json_summary(hospital, tmp_path):
+    import re
+
+    log = tmp_path / "logs" / "job.log"
+    result = cli("run", "-c", str(hospital), "-w", "1", "--batch-size", "1", "--progress-interval", "0",
+                 "--json", "-v", "--log-file", str(log))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)  # stdout is the summary alone
+    assert summary["run_id"] == 1 and summary["notes"] == 5 and summary["done"] == 5 and summary["kind"] == "run"
+    progress = [line for line in result.stderr.splitlines() if re.match(rf"{STAMP} run", line)]
+    assert progress and all(re.fullmatch(rf"{STAMP} run( 1)?: [\d,]+ of 5 notes(, [\d,]+ notes/s)?(, finished)?", line) for line in progress), result.stderr
+    assert len(progress) >= 2 and progress[-1][21:].startswith("run 1: 5 of 5 notes") and progress[-1].endswith(", finished")
+    assert all(re.match(STAMP, line) for line in result.stderr.splitlines()), "every log line carries its time"
+    logged = log.read_text()
+    assert "run 1: 5 of 5 notes" in logged and all(re.match(STAMP, line) for line in logged.splitlines())
+    for text in ("ANTONETTE", "Antonette", "S1234567D", "vomiting"):  # never note text or a record
+        assert text not in result.stderr and text not in logged and text not in result.stdout
+
+
+def test_global_options_are_accepted_after_the_subcommand_and_version_is_printed(hospital, tmp_path):
+    log = tmp_path / "after.log"
+    result = cli("run", "-c", str(hospital), "-w", "1", "--log-file", str(log), "--verbose")
+    assert result.returncode == 0, result.stderr
+    assert "run 1: 5 of 5 notes" in log.read_text()
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("anonymizer ") and version.stdout.strip() != "anonymizer"
+
+
+def test_reprocess_prints_a_json_summary(hospital):
+    assert cli("run", "-c", str(hospital), "-w", "1").returncode == 0
+    result = cli("reprocess", "--patient", "1", "-c", str(hospital), "-w", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["kind"] == "reprocess" and summary["run_id"] == 2 and summary["done"] == 2
+
+
+def test_the_library_never_configures_logging():
+    for path in (ROOT / "anonymizer").rglob("*.py"):
+        if path.name != "cli.py":
+            text = path.read_text()
+            assert "basicConfig" not in text and "addHandler" not in text, path
+
