@@ -373,12 +373,13 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
 
 @audit_app.command("leaks")
 def audit_leaks(
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per finding."),
+    as_json: bool = typer.Option(False, "--json", help="The findings as one JSON array ([] when clean)."),
     show_values: bool = typer.Option(False, "--show-values", help="Also print the leaked value (PHI)."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """Scan the anonymized text for what remains of each patient's record; exit 1 on any finding."""
     found = 0
+    findings = []
     try:
         cfg, target = _target(config)
         scan = audit.leaks(cfg, target)
@@ -391,7 +392,7 @@ def audit_leaks(
             if not show_values:
                 item.pop("value")
             if as_json:
-                print(json.dumps(item))
+                findings.append(item)
             else:
                 print("\t".join(f"{k}={v}" for k, v in item.items()))
     except ConfigError as exc:
@@ -400,6 +401,8 @@ def audit_leaks(
         raise fail(str(database_error(exc, "audit failed"))) from None
     if not scan.notes:
         raise fail("no anonymized notes in the target: nothing to check")
+    if as_json:
+        print(json.dumps(findings))
     err.print(f"scanned {scan.notes:,} notes: {found} finding(s)", highlight=False)
     raise typer.Exit(1 if found else 0)
 
@@ -469,7 +472,7 @@ def evaluate(
     cv: int = typer.Option(0, "--cv", min=0, help="K-fold cross-validation grouped by patient (retrains per fold)."),
     model: Optional[Path] = typer.Option(None, help="A trained model (default: the shipped one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold (default: the model's)."),
-    missed: bool = typer.Option(True, "--missed/--no-missed", help="Print the missed phrases (they quote notes: PHI)."),
+    missed: bool = typer.Option(False, "--show-missed/--no-missed", help="Also print the missed phrases (they quote notes: PHI)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
@@ -488,6 +491,8 @@ def evaluate(
     options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
     report = run_evaluation(gold, pipeline, cv=cv, options=options)
     out.print(format_report(report, missed=missed), markup=False, highlight=False, soft_wrap=True)
+    if not missed and report.get("missed"):
+        out.print(f"\n{len(report['missed'])} missed phrase(s) not shown (they quote notes: --show-missed prints them)", highlight=False)
     if json_out:
         public = {k: v for k, v in report.items() if k != "missed"}
         json_out.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -501,6 +506,7 @@ def train(
     c: Optional[float] = typer.Option(None, "--c", help="SVM regularisation (default: the tuned one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold stored with the model."),
     mode: str = typer.Option("multiclass", help="multiclass or binary."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole model card as JSON instead of a summary."),
 ) -> None:
     """Train the local-context SVM deterministically; the same inputs give the same model."""
     from anonymizer.classifier.train import TrainingOptions, rule_pipeline, train as train_model
@@ -518,7 +524,18 @@ def train(
     options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold)) if v is not None})
     command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     card = train_model(loaded, out_model, options, cv=cv, pipeline=rule_pipeline(merge_lists(*(x.lists for x in loaded))), command=command)
-    out.print_json(json.dumps({k: v for k, v in card.items() if k != "cv"}))
+    if as_json:
+        print(json.dumps(card, indent=1, sort_keys=True))
+        return
+    notes = sum(c["notes"] for c in card["corpora"])
+    patients = sum(c["patients"] for c in card["corpora"])
+    features = ", ".join(f"{k} {v:,}" for k, v in card["features"].items())
+    out.print(
+        f"model written to {out_model} ({card['bytes']:,} bytes, sha256 {card['sha256'][:16]}…)\n"
+        f"trained on {notes:,} notes of {patients:,} patients in {len(card['corpora'])} corpus(es): "
+        f"{card['tokens']:,} tokens, {card['phi_tokens']:,} of them PHI\nfeatures: {features}",
+        markup=False, highlight=False, soft_wrap=True,
+    )
     if "cv" in card:
         for table in (format_rows(card["cv"]["rows"]), format_categories(card["cv"]["categories"]["union"]), format_curve(card["cv"]["curve"])):
             out.print(table, markup=False, highlight=False, soft_wrap=True)

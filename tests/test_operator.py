@@ -105,7 +105,6 @@ def test_reprocess_of_an_unknown_patient_exits_2_and_records_no_run(hospital):
     assert cli("reprocess", "--patient", "3", "--patient", "01", "-c", str(hospital), "-w", "1").returncode == 0
 
 
-
 # ---- the CLI in a batch job ----------------------------------------------------------------------
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
@@ -153,3 +152,49 @@ def test_the_library_never_configures_logging():
             text = path.read_text()
             assert "basicConfig" not in text and "addHandler" not in text, path
 
+
+# ---- PHI printed only where a flag asks ---------------------------------------------------------
+
+def annotated(tmp_path: Path) -> Path:
+    """A tiny PhysioNet-format corpus with a phrase no detector finds ("the", marked a place)."""
+    from tests.test_corpora import write_physionet
+
+    folder = tmp_path / "corpus"
+    write_physionet(folder)
+    with (folder / "id.text").open("a") as f:
+        f.write("START_OF_RECORD=3||||2||||\nthe ward is quiet\n||||END_OF_RECORD\n")
+    with (folder / "id-phi.phrase").open("a") as f:
+        f.write("3 2 0 3 Location the\n")
+    return folder
+
+
+def test_evaluate_prints_missed_phrases_only_when_asked(tmp_path):
+    folder = annotated(tmp_path)
+    quiet = cli("evaluate", str(folder))
+    assert quiet.returncode == 0, quiet.stderr
+    assert "missed phrases (" not in quiet.stdout and "--show-missed" in quiet.stdout
+    shown = cli("evaluate", str(folder), "--show-missed")
+    assert shown.returncode == 0 and "missed phrases (" in shown.stdout and "'the'" in shown.stdout
+
+
+def test_train_prints_a_short_summary_and_the_card_only_with_json(tmp_path):
+    folder = annotated(tmp_path)
+    result = cli("train", str(folder), "--out", str(tmp_path / "m.json.gz"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("model written to ") and len(result.stdout.splitlines()) <= 4
+    card = cli("train", str(folder), "--out", str(tmp_path / "n.json.gz"), "--json")
+    assert card.returncode == 0 and json.loads(card.stdout)["corpora"][0]["notes"] == 4
+
+
+def test_audit_leaks_json_is_an_array_empty_when_clean(hospital):
+    assert cli("run", "-c", str(hospital), "-w", "1").returncode == 0
+    clean = cli("audit", "leaks", "--json", "-c", str(hospital))
+    assert clean.returncode == 0 and json.loads(clean.stdout) == []
+    target = load_config(hospital).target.url
+    from tests.servers import execute
+
+    execute(target, "UPDATE anonymized_notes SET text = 'Antonete called' WHERE note_id = '11'")
+    found = cli("audit", "leaks", "--json", "-c", str(hospital))
+    assert found.returncode == 1
+    findings = json.loads(found.stdout)
+    assert [f["field"] for f in findings] == ["name"] and "value" not in findings[0]
