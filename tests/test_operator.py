@@ -198,3 +198,26 @@ def test_audit_leaks_json_is_an_array_empty_when_clean(hospital):
     assert found.returncode == 1
     findings = json.loads(found.stdout)
     assert [f["field"] for f in findings] == ["name"] and "value" not in findings[0]
+
+
+# ---- a pinned install -----------------------------------------------------------------------------
+
+def test_constraints_pin_every_dependency_and_ci_runs_the_readmes_test_command():
+    import re
+    import tomllib
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert re.fullmatch(r"[a-z0-9-]+", name) and re.fullmatch(r"[\w.+-]+", version), line
+            pins[name] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + [r for extra in ("test", "postgres", "mysql") for r in project["optional-dependencies"][extra]]
+    for requirement in wanted:
+        name = re.split(r"[\[<>=~! ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in pins, f"{name} is not pinned in constraints.txt"
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    readme = (ROOT / "README.md").read_text()
+    assert "-c constraints.txt" in ci and f"```sh\n{ci}\n```" in readme
+    assert "pip install -c constraints.txt . && anonymizer run" in readme
