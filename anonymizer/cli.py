@@ -290,7 +290,8 @@ def reprocess(
             ids += [line.strip() for line in read_text_file(patients_from, "--patients-from").splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
-        summary = reprocess_job(load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers())
+        summary = reprocess_job(load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers(),
+                                refuse_unknown=True)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:

@@ -240,10 +240,15 @@ def reprocess(
     changed: bool = False,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
+    refuse_unknown: bool = False,
 ) -> RunSummary:
-    """Re-run every note of these patients and replace their rows, one transaction per patient."""
+    """Re-run every note of these patients and replace their rows, one transaction per patient.
+
+    With `refuse_unknown`, an id the source knows neither in its notes nor in its patients table
+    (a typing error) stops it with a ConfigError before the target is opened: no run is recorded.
+    """
     source, pipeline = prepare(config)
-    unknown = unknown_patients(source, patient_ids)
+    unknown = unknown_patients(source, patient_ids) if refuse_unknown else []
     if unknown:
         raise ConfigError(f"{len(unknown)} of the {len(set(patient_ids))} given patient ids have neither a note nor a record in the source")
     target = Target(config.target.url)
