@@ -110,8 +110,9 @@ def remove_log_handlers() -> None:
 
 
 def configure_logging(verbose: bool, log_file: Path | None) -> None:
-    """Only the command line configures logging (never the library): warnings (with -v, details)
-    on stderr, everything from info up in --log-file, each line with its time."""
+    """Only the command line configures logging (never the library): the tool's warnings (with -v,
+    details and other libraries' warnings) on stderr, everything from info up in --log-file, each
+    line with its time."""
     root = logging.getLogger()
     remove_log_handlers()
     handlers: list[tuple[logging.Logger, logging.Handler, int, str]] = [
@@ -126,6 +127,8 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
                 handlers.append((logger, logging.FileHandler(log_file, encoding="utf-8"), logging.INFO, fmt))
         except OSError as exc:
             raise fail(f"--log-file: cannot write {log_file} ({exc.strerror})") from None
+    if not verbose:  # a driver's warning (psycopg's aborted pipeline after an error) would break the one error line
+        handlers[0][1].addFilter(lambda record: record.name.startswith("anonymizer") or record.levelno >= logging.ERROR)
     for logger, handler, level, fmt in handlers:
         handler.anonymizer_cli = True  # type: ignore[attr-defined]
         handler.setLevel(level)

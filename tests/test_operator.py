@@ -221,3 +221,21 @@ def test_constraints_pin_every_dependency_and_ci_runs_the_readmes_test_command()
     readme = (ROOT / "README.md").read_text()
     assert "-c constraints.txt" in ci and f"```sh\n{ci}\n```" in readme
     assert "pip install -c constraints.txt . && anonymizer run" in readme
+
+
+def test_other_libraries_warnings_reach_stderr_only_with_verbose_and_always_the_log_file(tmp_path, capsys):
+    import logging
+
+    from anonymizer.cli import configure_logging, remove_log_handlers
+
+    log = tmp_path / "job.log"
+    try:
+        for verbose in (False, True):
+            configure_logging(verbose, log)
+            logging.getLogger("psycopg").warning("pipeline aborted %s", verbose)
+            logging.getLogger("anonymizer.source").warning("ours %s", verbose)
+    finally:
+        remove_log_handlers()
+    err = capsys.readouterr().err
+    assert "pipeline aborted False" not in err and "pipeline aborted True" in err and "ours False" in err
+    assert all(f"{what} {v}" in log.read_text() for what in ("pipeline aborted", "ours") for v in (False, True))
