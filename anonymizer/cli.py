@@ -98,12 +98,17 @@ class UTCFormatter(logging.Formatter):
 # Progress lines of run and reprocess (counts only, never note text): on stderr when it is not a
 # terminal (a batch job, where a progress bar would be noise), and in --log-file.
 progress_log = logging.getLogger("anonymizer.cli.progress")
+# The one error line of a failed command, also in --log-file (stderr has it already).
+error_log = logging.getLogger("anonymizer.cli.error")
+for _own in (progress_log, error_log):
+    _own.propagate = False  # their own handlers only (configure_logging)
+    _own.addHandler(logging.NullHandler())  # none configured: nowhere, not logging's last resort (stderr)
 PROGRESS_INTERVAL = 10.0  # seconds between two progress lines
 
 
 def remove_log_handlers() -> None:
     """The handlers :func:`configure_logging` added, removed and closed (when the command ends)."""
-    for logger in (logging.getLogger(), progress_log):
+    for logger in (logging.getLogger(), progress_log, error_log):
         for handler in [h for h in logger.handlers if getattr(h, "anonymizer_cli", False)]:
             logger.removeHandler(handler)
             handler.close()
@@ -123,7 +128,8 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            for logger, fmt in ((root, "%(asctime)s %(levelname)s %(name)s: %(message)s"), (progress_log, "%(asctime)s %(message)s")):
+            for logger, fmt in ((root, "%(asctime)s %(levelname)s %(name)s: %(message)s"), (progress_log, "%(asctime)s %(message)s"),
+                                (error_log, "%(asctime)s %(message)s")):
                 handlers.append((logger, logging.FileHandler(log_file, encoding="utf-8"), logging.INFO, fmt))
         except OSError as exc:
             raise fail(f"--log-file: cannot write {log_file} ({exc.strerror})") from None
@@ -135,8 +141,8 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
         handler.setFormatter(UTCFormatter(fmt))
         logger.addHandler(handler)
     root.setLevel(logging.INFO if verbose or log_file is not None else logging.WARNING)
-    progress_log.setLevel(logging.INFO)
-    progress_log.propagate = False
+    for own in (progress_log, error_log):
+        own.setLevel(logging.INFO)
 
 
 @app.callback()
@@ -183,7 +189,9 @@ WORKER_DIED = "{} failed: a worker process ended abruptly (killed, or out of mem
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """One line on stderr (never wrapped: scripts grep it), and the exit status to raise."""
-    typer.echo("error: " + " ".join(message.split()), err=True)
+    line = "error: " + " ".join(message.split())
+    typer.echo(line, err=True)
+    error_log.error(line)
     return typer.Exit(code)
 
 

@@ -134,6 +134,9 @@ def test_global_options_are_accepted_after_the_subcommand_and_version_is_printed
     result = cli("run", "-c", str(hospital), "-w", "1", "--log-file", str(log), "--verbose")
     assert result.returncode == 0, result.stderr
     assert "run 1: 5 of 5 notes" in log.read_text()
+    failed = cli("audit", "leaks", "-c", str(hospital.parent / "missing.toml"), "--log-file", str(log))
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1
+    assert log.read_text().splitlines()[-1].endswith(f"error: configuration file not found: {hospital.parent / 'missing.toml'}")
     version = cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("anonymizer ") and version.stdout.strip() != "anonymizer"
 
