@@ -90,6 +90,10 @@ def test_a_source_schema_is_used_for_reflection_and_every_query(databases, tmp_p
     check_every_note_once(notes_home, target)
     again = cli("reprocess", "--patient", "1", "--config", str(config), "-w", "1")
     assert again.returncode == 0, again.stderr
+    leaks = cli("audit", "leaks", "--json", "--config", str(config))  # records read from the schema too
+    assert leaks.returncode == 0 and json.loads(leaks.stdout) == [], leaks.stderr
+    note = cli("audit", "note", "10", "--config", str(config))
+    assert note.returncode == 0 and "ANTONETTE" in note.stdout
 
 
 def test_reprocess_of_an_unknown_patient_exits_2_and_records_no_run(hospital):
