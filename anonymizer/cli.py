@@ -123,7 +123,7 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
     handlers: list[tuple[logging.Logger, logging.Handler, int, str]] = [
         (root, logging.StreamHandler(sys.stderr), logging.INFO if verbose else logging.WARNING, "%(asctime)s %(levelname)s %(name)s: %(message)s"),
     ]
-    if not sys.stderr.isatty():
+    if not err.is_terminal:  # decided as for the progress bar
         handlers.append((progress_log, logging.StreamHandler(sys.stderr), logging.INFO, "%(asctime)s %(message)s"))
     if log_file is not None:
         try:

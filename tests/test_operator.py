@@ -246,3 +246,13 @@ def test_other_libraries_warnings_reach_stderr_only_with_verbose_and_always_the_
     err = capsys.readouterr().err
     assert "pipeline aborted False" not in err and "pipeline aborted True" in err and "ours False" in err
     assert all(f"{what} {v}" in log.read_text() for what in ("pipeline aborted", "ours") for v in (False, True))
+
+
+def test_a_terminal_gets_the_progress_bar_not_progress_lines(hospital):
+    import os
+    import re
+
+    result = subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(hospital), "-w", "1", "--progress-interval", "0"],
+                            capture_output=True, text=True, env={**os.environ, "TTY_COMPATIBLE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert not re.search(rf"{STAMP} run", result.stderr)
