@@ -87,12 +87,18 @@ def _print_version(value: bool) -> None:
 
 
 class UTCFormatter(logging.Formatter):
-    """Log lines that start with their time in UTC, ISO 8601 (`2026-11-25T12:00:00Z`)."""
+    """Log lines that start with their time in UTC, ISO 8601 (`2026-11-25T12:00:00Z`); the CLI's
+    own progress and error lines follow it bare, any other with its level and logger."""
 
     converter = time.gmtime
 
-    def __init__(self, fmt: str) -> None:
-        super().__init__(fmt, datefmt="%Y-%m-%dT%H:%M:%SZ")
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name in (progress_log.name, error_log.name):
+            return f"{self.formatTime(record, self.datefmt)} {record.getMessage()}"
+        return super().format(record)
 
 
 # Progress lines of run and reprocess (counts only, never note text): on stderr when it is not a
@@ -120,26 +126,24 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
     line with its time."""
     root = logging.getLogger()
     remove_log_handlers()
-    handlers: list[tuple[logging.Logger, logging.Handler, int, str]] = [
-        (root, logging.StreamHandler(sys.stderr), logging.INFO if verbose else logging.WARNING, "%(asctime)s %(levelname)s %(name)s: %(message)s"),
-    ]
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(logging.INFO if verbose else logging.WARNING)
+    if not verbose:  # a driver's warning (psycopg's aborted pipeline after an error) would break the one error line
+        stderr.addFilter(lambda record: record.name.startswith("anonymizer") or record.levelno >= logging.ERROR)
+    handlers: list[tuple[tuple[logging.Logger, ...], logging.Handler]] = [((root,), stderr)]
     if not err.is_terminal:  # decided as for the progress bar
-        handlers.append((progress_log, logging.StreamHandler(sys.stderr), logging.INFO, "%(asctime)s %(message)s"))
+        handlers.append(((progress_log,), logging.StreamHandler(sys.stderr)))
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            for logger, fmt in ((root, "%(asctime)s %(levelname)s %(name)s: %(message)s"), (progress_log, "%(asctime)s %(message)s"),
-                                (error_log, "%(asctime)s %(message)s")):
-                handlers.append((logger, logging.FileHandler(log_file, encoding="utf-8"), logging.INFO, fmt))
+            handlers.append(((root, progress_log, error_log), logging.FileHandler(log_file, encoding="utf-8")))
         except OSError as exc:
             raise fail(f"--log-file: cannot write {log_file} ({exc.strerror})") from None
-    if not verbose:  # a driver's warning (psycopg's aborted pipeline after an error) would break the one error line
-        handlers[0][1].addFilter(lambda record: record.name.startswith("anonymizer") or record.levelno >= logging.ERROR)
-    for logger, handler, level, fmt in handlers:
+    for loggers, handler in handlers:
         handler.anonymizer_cli = True  # type: ignore[attr-defined]
-        handler.setLevel(level)
-        handler.setFormatter(UTCFormatter(fmt))
-        logger.addHandler(handler)
+        handler.setFormatter(UTCFormatter())
+        for logger in loggers:
+            logger.addHandler(handler)
     root.setLevel(logging.INFO if verbose or log_file is not None else logging.WARNING)
     for own in (progress_log, error_log):
         own.setLevel(logging.INFO)
