@@ -11,6 +11,8 @@ import logging
 import os
 import shlex
 import sys
+import time
+from importlib import metadata
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Optional, TextIO
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from anonymizer import audit
 from anonymizer.config import Config, ConfigError, load_config, read_text_file
@@ -29,7 +32,35 @@ from anonymizer.source import DBAPIError, database_error
 from anonymizer.spans import CATEGORIES
 from anonymizer.target import Target
 
+# Options of the whole program that an operator also writes after the subcommand (`anonymizer run -v`).
+GLOBAL_FLAGS = ("-v", "--verbose")
+GLOBAL_VALUED = ("--log-file",)
+
+
+class GlobalOptionsGroup(TyperGroup):
+    """Accepts the global options anywhere before `--`: they are moved in front of the subcommand."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        moved, rest = [], []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest += args[i:]
+                break
+            if arg in GLOBAL_FLAGS or arg.startswith(tuple(f"{o}=" for o in GLOBAL_VALUED)):
+                moved.append(arg)
+            elif arg in GLOBAL_VALUED and i + 1 < len(args):
+                moved += args[i : i + 2]
+                i += 1
+            else:
+                rest.append(arg)
+            i += 1
+        return super().parse_args(ctx, moved + rest)
+
+
 app = typer.Typer(
+    cls=GlobalOptionsGroup,
     add_completion=False,
     no_args_is_help=True,
     help="De-identify clinical notes in a database using each patient's structured record.\n\n"
@@ -42,14 +73,118 @@ ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (de
 WorkersOption = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: the number of cores); the output does not depend on it.")
 
 
+def version() -> str:
+    try:
+        return metadata.version("anonymizer")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"anonymizer {version()}")
+        raise typer.Exit(0)
+
+
+class UTCFormatter(logging.Formatter):
+    """Log lines that start with their time in UTC, ISO 8601 (`2026-11-25T12:00:00Z`); the CLI's
+    own progress and error lines follow it bare, any other with its level and logger."""
+
+    converter = time.gmtime
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name in (progress_log.name, error_log.name):
+            return f"{self.formatTime(record, self.datefmt)} {record.getMessage()}"
+        return super().format(record)
+
+
+# Progress lines of run and reprocess (counts only, never note text): on stderr when it is not a
+# terminal (a batch job, where a progress bar would be noise), and in --log-file.
+progress_log = logging.getLogger("anonymizer.cli.progress")
+# The one error line of a failed command, also in --log-file (stderr has it already).
+error_log = logging.getLogger("anonymizer.cli.error")
+for _own in (progress_log, error_log):
+    _own.propagate = False  # their own handlers only (configure_logging)
+    _own.addHandler(logging.NullHandler())  # none configured: nowhere, not logging's last resort (stderr)
+PROGRESS_INTERVAL = 10.0  # seconds between two progress lines
+
+
+def remove_log_handlers() -> None:
+    """The handlers :func:`configure_logging` added, removed and closed (when the command ends)."""
+    for logger in (logging.getLogger(), progress_log, error_log):
+        for handler in [h for h in logger.handlers if getattr(h, "anonymizer_cli", False)]:
+            logger.removeHandler(handler)
+            handler.close()
+
+
+def configure_logging(verbose: bool, log_file: Path | None) -> None:
+    """Only the command line configures logging (never the library): the tool's warnings (with -v,
+    details and other libraries' warnings) on stderr, everything from info up in --log-file, each
+    line with its time."""
+    root = logging.getLogger()
+    remove_log_handlers()
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(logging.INFO if verbose else logging.WARNING)
+    if not verbose:  # a driver's warning (psycopg's aborted pipeline after an error) would break the one error line
+        stderr.addFilter(lambda record: record.name.startswith("anonymizer") or record.levelno >= logging.ERROR)
+    handlers: list[tuple[tuple[logging.Logger, ...], logging.Handler]] = [((root,), stderr)]
+    if not err.is_terminal:  # decided as for the progress bar
+        handlers.append(((progress_log,), logging.StreamHandler(sys.stderr)))
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(((root, progress_log, error_log), logging.FileHandler(log_file, encoding="utf-8")))
+        except OSError as exc:
+            raise fail(f"--log-file: cannot write {log_file} ({exc.strerror})") from None
+    for loggers, handler in handlers:
+        handler.anonymizer_cli = True  # type: ignore[attr-defined]
+        handler.setFormatter(UTCFormatter())
+        for logger in loggers:
+            logger.addHandler(handler)
+    root.setLevel(logging.INFO if verbose or log_file is not None else logging.WARNING)
+    for own in (progress_log, error_log):
+        own.setLevel(logging.INFO)
+
+
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details to stderr.")) -> None:
+def main(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details to stderr (also accepted after the subcommand)."),
+    log_file: Optional[Path] = typer.Option(None, "--log-file", help="Also log, with progress lines, to this file (appended; also accepted after the subcommand)."),
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
     """De-identify clinical notes in a database using each patient's structured record."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose, log_file)
+    ctx.call_on_close(remove_log_handlers)
+
+
+class LineProgress:
+    """Progress as timestamped lines every `interval` seconds: `run: 12,500 of 100,000 notes, 1,234 notes/s`."""
+
+    def __init__(self, what: str, unit: str, interval: float) -> None:
+        self.what, self.unit, self.interval = what, unit, interval
+        self.done = self.total = 0
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, n: int, total: int) -> None:
+        self.done += n
+        self.total = total
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            self.line()
+
+    def line(self, suffix: str = "") -> None:
+        elapsed = time.monotonic() - self.started
+        rate = f", {self.done / elapsed:,.0f} {self.unit}/s" if elapsed > 0 else ""
+        progress_log.info(f"{self.what}: {self.done:,} of {self.total:,} {self.unit}{rate}{suffix}")
+
+
+IntervalOption = typer.Option(PROGRESS_INTERVAL, "--progress-interval", min=0.0, hidden=True, help="Seconds between progress lines.")
+JsonSummaryOption = typer.Option(False, "--json", help="Print the summary as one JSON object on stdout.")
 
 
 # A worker killed (the OOM killer, kill -9): the run is marked failed and the next run continues.
@@ -58,7 +193,9 @@ WORKER_DIED = "{} failed: a worker process ended abruptly (killed, or out of mem
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """One line on stderr (never wrapped: scripts grep it), and the exit status to raise."""
-    typer.echo("error: " + " ".join(message.split()), err=True)
+    line = "error: " + " ".join(message.split())
+    typer.echo(line, err=True)
+    error_log.error(line)
     return typer.Exit(code)
 
 
@@ -69,8 +206,11 @@ def run(
     limit: Optional[int] = typer.Option(None, min=1, help="Stop after this many notes."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Detect and count, write nothing."),
     workers: Optional[int] = WorkersOption,
+    as_json: bool = JsonSummaryOption,
+    interval: float = IntervalOption,
 ) -> None:
     """Anonymize every note of the source into the target."""
+    lines = LineProgress("dry run" if dry_run else "run", "notes", interval)
     bar = Progress(
         TextColumn("anonymizing"),
         BarColumn(),
@@ -83,6 +223,9 @@ def run(
     task = bar.add_task("run", total=None, rate="-")
 
     def advance(n: int, total: int) -> None:
+        lines(n, total)
+        if not err.is_terminal:
+            return
         # Started on the first batch, so errors found while preparing print as one clean line.
         if not bar.live.is_started:
             bar.start()
@@ -104,6 +247,20 @@ def run(
     finally:
         if bar.live.is_started:
             bar.stop()
+    report(summary, "run", dry_run, as_json, lines)
+
+
+def report(summary: RunSummary, kind: str, dry_run: bool, as_json: bool, lines: LineProgress) -> None:
+    """The summary: a table, or with --json one JSON object, on stdout; a last progress line."""
+    if summary.run_id is not None:
+        lines.what = f"{kind} {summary.run_id}"
+    lines.line(", finished")
+    if as_json:
+        item = {"run_id": summary.run_id, "kind": kind, "dry_run": dry_run, "notes": summary.notes, "done": summary.done,
+                "skipped": summary.skipped, "failed": summary.failed, "no_record": summary.no_record,
+                "spans": {c: summary.spans[c] for c in CATEGORIES if summary.spans[c]}, "seconds": round(summary.seconds, 3)}
+        print(json.dumps(item))
+        return
     print_summary(summary, dry_run)
 
 
@@ -135,8 +292,11 @@ def reprocess(
     changed: bool = typer.Option(False, "--changed", help="Also every patient whose record changed since its last run."),
     config: Optional[Path] = ConfigOption,
     workers: Optional[int] = WorkersOption,
+    as_json: bool = JsonSummaryOption,
+    interval: float = IntervalOption,
 ) -> None:
     """Re-run every note of some patients, replacing their rows in one transaction per patient."""
+    lines = LineProgress("reprocess", "patients", interval)
     ids = list(patient)
     try:
         if patients_from is not None:
@@ -145,14 +305,15 @@ def reprocess(
             ids += [line.strip() for line in read_text_file(patients_from, "--patients-from").splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
-        summary = reprocess_job(load_config(config), ids, changed=changed, workers=workers or default_workers())
+        summary = reprocess_job(load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers(),
+                                refuse_unknown=True)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:
         raise fail(str(database_error(exc, "reprocess failed"))) from None
     except BrokenProcessPool:
         raise fail(WORKER_DIED.format("reprocess")) from None
-    print_summary(summary, dry_run=False)
+    report(summary, "reprocess", False, as_json, lines)
 
 
 audit_app = typer.Typer(no_args_is_help=True, help="Inspect what a run removed, what is left, and sample for review.")
@@ -228,12 +389,13 @@ def audit_note(note_id: str, config: Optional[Path] = ConfigOption) -> None:
 
 @audit_app.command("leaks")
 def audit_leaks(
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per finding."),
+    as_json: bool = typer.Option(False, "--json", help="The findings as one JSON array ([] when clean)."),
     show_values: bool = typer.Option(False, "--show-values", help="Also print the leaked value (PHI)."),
     config: Optional[Path] = ConfigOption,
 ) -> None:
     """Scan the anonymized text for what remains of each patient's record; exit 1 on any finding."""
     found = 0
+    findings = []
     try:
         cfg, target = _target(config)
         scan = audit.leaks(cfg, target)
@@ -246,7 +408,7 @@ def audit_leaks(
             if not show_values:
                 item.pop("value")
             if as_json:
-                print(json.dumps(item))
+                findings.append(item)
             else:
                 print("\t".join(f"{k}={v}" for k, v in item.items()))
     except ConfigError as exc:
@@ -255,6 +417,8 @@ def audit_leaks(
         raise fail(str(database_error(exc, "audit failed"))) from None
     if not scan.notes:
         raise fail("no anonymized notes in the target: nothing to check")
+    if as_json:
+        print(json.dumps(findings))
     err.print(f"scanned {scan.notes:,} notes: {found} finding(s)", highlight=False)
     raise typer.Exit(1 if found else 0)
 
@@ -324,7 +488,7 @@ def evaluate(
     cv: int = typer.Option(0, "--cv", min=0, help="K-fold cross-validation grouped by patient (retrains per fold)."),
     model: Optional[Path] = typer.Option(None, help="A trained model (default: the shipped one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold (default: the model's)."),
-    missed: bool = typer.Option(True, "--missed/--no-missed", help="Print the missed phrases (they quote notes: PHI)."),
+    missed: bool = typer.Option(False, "--show-missed/--no-missed", help="Also print the missed phrases (they quote notes: PHI)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
@@ -343,6 +507,8 @@ def evaluate(
     options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
     report = run_evaluation(gold, pipeline, cv=cv, options=options)
     out.print(format_report(report, missed=missed), markup=False, highlight=False, soft_wrap=True)
+    if not missed and report.get("missed"):
+        out.print(f"\n{len(report['missed'])} missed phrase(s) not shown (they quote notes: --show-missed prints them)", highlight=False)
     if json_out:
         public = {k: v for k, v in report.items() if k != "missed"}
         json_out.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -356,6 +522,7 @@ def train(
     c: Optional[float] = typer.Option(None, "--c", help="SVM regularisation (default: the tuned one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold stored with the model."),
     mode: str = typer.Option("multiclass", help="multiclass or binary."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole model card as JSON instead of a summary."),
 ) -> None:
     """Train the local-context SVM deterministically; the same inputs give the same model."""
     from anonymizer.classifier.train import TrainingOptions, rule_pipeline, train as train_model
@@ -373,7 +540,18 @@ def train(
     options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold)) if v is not None})
     command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     card = train_model(loaded, out_model, options, cv=cv, pipeline=rule_pipeline(merge_lists(*(x.lists for x in loaded))), command=command)
-    out.print_json(json.dumps({k: v for k, v in card.items() if k != "cv"}))
+    if as_json:
+        print(json.dumps(card, indent=1, sort_keys=True))
+        return
+    notes = sum(c["notes"] for c in card["corpora"])
+    patients = sum(c["patients"] for c in card["corpora"])
+    features = ", ".join(f"{k} {v:,}" for k, v in card["features"].items())
+    out.print(
+        f"model written to {out_model} ({card['bytes']:,} bytes, sha256 {card['sha256'][:16]}…)\n"
+        f"trained on {notes:,} notes of {patients:,} patients in {len(card['corpora'])} corpus(es): "
+        f"{card['tokens']:,} tokens, {card['phi_tokens']:,} of them PHI\nfeatures: {features}",
+        markup=False, highlight=False, soft_wrap=True,
+    )
     if "cv" in card:
         for table in (format_rows(card["cv"]["rows"]), format_categories(card["cv"]["categories"]["union"]), format_curve(card["cv"]["curve"])):
             out.print(table, markup=False, highlight=False, soft_wrap=True)

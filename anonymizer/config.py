@@ -13,7 +13,7 @@ import os
 import tomllib
 import types
 import typing
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,6 +41,7 @@ def check_range(ok: bool, key: str, value: object, expected: str) -> None:
 @dataclass(frozen=True)
 class SourceConfig:
     url: str
+    schema: str | None = None  # PostgreSQL schema, or MySQL/MariaDB database on the same server, of every source table
 
 
 @dataclass(frozen=True)
@@ -172,13 +173,18 @@ def find_config_file(explicit: str | Path | None) -> Path:
 
 
 def load_config(path: str | Path | None = None) -> Config:
-    """Find, parse and validate the configuration file."""
+    """Find, parse and validate the configuration file.
+
+    Relative paths in it (list files, the classifier model, SQLite files in URLs) are relative to
+    the directory of the file itself, after symbolic links are followed: a file reached through a
+    link (./anonymizer.toml -> sample_db/anonymizer.toml) means what it means where it lives.
+    """
     config_path = find_config_file(path)
     try:
         data = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{config_path}: not valid TOML ({exc})") from None
-    return parse_config(data)
+    return parse_config(data, base=config_path.resolve().parent)
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -200,9 +206,51 @@ def read_text_file(path: str | Path, what: str) -> str:
     return text
 
 
-def parse_config(data: Mapping[str, Any]) -> Config:
-    """Build a :class:`Config` from parsed TOML, checking every key and type."""
-    return _build(Config, data, "")
+def parse_config(data: Mapping[str, Any], base: Path | None = None) -> Config:
+    """Build a :class:`Config` from parsed TOML, checking every key and type.
+
+    With `base`, relative paths are made absolute from it (:func:`resolve_paths`).
+    """
+    config = _build(Config, data, "")
+    return resolve_paths(config, base) if base is not None else config
+
+
+def resolve_paths(config: Config, base: Path) -> Config:
+    """`config` with its relative paths taken from `base`: list files, the classifier model and
+    the files of SQLite URLs (`sqlite:///hospital.db`, also as `file:` URIs)."""
+
+    def path(value: str) -> str:
+        return str(base / Path(value).expanduser()) if not Path(value).expanduser().is_absolute() else str(Path(value).expanduser())
+
+    lists = tuple(replace(item, file=path(item.file)) if item.file else item for item in config.lists)
+    classifier = config.classifier
+    if classifier.model:
+        classifier = replace(classifier, model=path(classifier.model))
+    return replace(
+        config,
+        source=replace(config.source, url=sqlite_url_from(config.source.url, base)),
+        target=replace(config.target, url=sqlite_url_from(config.target.url, base)),
+        lists=lists,
+        classifier=classifier,
+    )
+
+
+def sqlite_url_from(url: str, base: Path) -> str:
+    """A SQLite URL whose relative file is taken from `base`; any other URL unchanged."""
+    if not url.startswith("sqlite"):
+        return url
+    head, sep, rest = url.partition(":///")
+    if not sep or not rest or rest.startswith(":memory:"):
+        return url
+    database, query_sep, query = rest.partition("?")
+    prefix = ""
+    if database.startswith("file:"):  # a URI filename (with ?uri=true): file:relative.db
+        if "uri=true" not in query.split("&") or database.startswith("file:/"):
+            return url
+        prefix, database = "file:", database[len("file:"):]
+    if not database or Path(database).is_absolute():
+        return url
+    return f"{head}:///{prefix}{base / database}{query_sep}{query}"
 
 
 # Keys of earlier versions, named in the error so an old file is fixed at once.

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Mapping, Sequence
 
+import sqlalchemy as sa
+
 from anonymizer.config import Config, ConfigError
 from anonymizer.detectors.lists import load_list_file
 from anonymizer.pipeline import NoteResult, Pipeline, anonymize_patient, build_pipeline
 from anonymizer.parallel import processed_batches, processed_patients
 from anonymizer.record import Note, empty_record
-from anonymizer.source import Batch, Source
+from anonymizer.source import Batch, Source, _typed
 from anonymizer.target import DUPLICATE_REASON, Held, Target
 
 log = logging.getLogger(__name__)
@@ -238,9 +240,17 @@ def reprocess(
     changed: bool = False,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
+    refuse_unknown: bool = False,
 ) -> RunSummary:
-    """Re-run every note of these patients and replace their rows, one transaction per patient."""
+    """Re-run every note of these patients and replace their rows, one transaction per patient.
+
+    With `refuse_unknown`, an id the source knows neither in its notes nor in its patients table
+    (a typing error) stops it with a ConfigError before the target is opened: no run is recorded.
+    """
     source, pipeline = prepare(config)
+    unknown = unknown_patients(source, patient_ids) if refuse_unknown else []
+    if unknown:
+        raise ConfigError(f"{len(unknown)} of the {len(set(patient_ids))} given patient ids have neither a note nor a record in the source")
     target = Target(config.target.url)
     patients = sorted(set(patient_ids) | set(changed_patients(source, target) if changed else ()))
     summary = RunSummary(run_id=target.start_run("reprocess", pipeline.digest, patients))
@@ -258,6 +268,34 @@ def reprocess(
         summary.seconds = time.perf_counter() - started
         target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
     return summary
+
+
+def unknown_patients(source: Source, patient_ids: Collection[str], chunk: int = 1000) -> list[str]:
+    """The ids among these that the source knows neither in its notes nor in its patients table
+    (compared by the database, as the run compares them: '007' is patient 7 of an integer column)."""
+    ids = sorted(set(patient_ids))
+    found: set[str] = set()
+    with source.engine.connect() as conn:
+        for start in range(0, len(ids), chunk):
+            part = ids[start : start + chunk]
+            for column in (source.note_patient, source.patient_id):
+                typed = _typed(column, part)
+                if typed:
+                    values = {str(v) for (v,) in conn.execute(sa.select(column).distinct().where(column.in_(typed)))}
+                    found.update(pid for pid, value in zip(part, _typed_each(column, part)) if value in values)
+        # Ids the database folds (another spelling, a case-insensitive collation): asked one by one.
+        for pid in (p for p in ids if p not in found):
+            for column in (source.note_patient, source.patient_id):
+                typed = _typed(column, [pid])
+                if typed and conn.execute(sa.select(sa.func.count()).where(column == typed[0])).scalar_one():
+                    found.add(pid)
+                    break
+    return [pid for pid in ids if pid not in found]
+
+
+def _typed_each(column: sa.Column, ids: Sequence[str]) -> list[str | None]:
+    """Each id as its column's value would print (None: no such value)."""
+    return [str(t[0]) if (t := _typed(column, [pid])) else None for pid in ids]
 
 
 def _settle_patient(target: Target, pid: str, batch: Batch, results: list[NoteResult]) -> list[NoteResult]:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, Iterator, Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import regex
 import sqlalchemy as sa
@@ -37,12 +37,14 @@ class Batch:
     records: dict[str, PatientRecord]
 
 
-def connect(url: str, what: str, *, create: bool = False) -> sa.Engine:
+def connect(url: str, what: str, *, create: bool = False, read_only: bool = False) -> sa.Engine:
     """Create an engine and prove it connects, turning driver errors into one-line ConfigErrors.
 
     A SQLite file that does not exist is an error, unless `create` (a target being written): then
     it is created readable by its owner only, since it will hold notes.  SQLite would otherwise
     create an empty file wherever a mistyped path points, and an audit would pass on it.
+    With `read_only` (the source) a SQLite file is opened read-only (`mode=ro`): the tool never
+    writes to the hospital's database.
     """
     try:
         parsed = sa.engine.make_url(url)
@@ -51,6 +53,8 @@ def connect(url: str, what: str, *, create: bool = False) -> sa.Engine:
             if not create or parsed.query.get("mode") == "ro":
                 raise ConfigError(f"{what}: no SQLite database at {path}")
             _create_private(path, what)
+        if path is not None and read_only:
+            parsed = _read_only_sqlite(parsed, path)
         engine = sa.create_engine(parsed)
         if engine.dialect.name == "sqlite":
             sa.event.listen(engine, "connect", _lenient_sqlite_text)
@@ -76,6 +80,13 @@ def sqlite_file(url: sa.URL) -> Path | None:
             return None
         database = unquote(urlsplit(database).path)
     return Path(database)
+
+
+def _read_only_sqlite(url: sa.URL, path: Path) -> sa.URL:
+    """The SQLite URL `url` opened read-only: a `file:` URI with `mode=ro`, keeping its other options."""
+    if not (url.query.get("uri") == "true" and url.database.startswith("file:")):
+        url = url.set(database="file:" + quote(str(path.absolute())))
+    return url.update_query_dict({"mode": "ro", "uri": "true"})
 
 
 def _create_private(path: Path, what: str) -> None:
@@ -182,7 +193,8 @@ class Source:
 
     def __init__(self, config: Config, engine: sa.Engine | None = None) -> None:
         self.config = config
-        self.engine = engine or connect(config.source.url, "source.url")
+        self.engine = engine or connect(config.source.url, "source.url", read_only=True)
+        self.schema = config.source.schema
         metadata = sa.MetaData()
         self.patients = self._reflect(metadata, config.patients.table, "patients.table")
         self.notes = self._reflect(metadata, config.notes.table, "notes.table")
@@ -229,9 +241,10 @@ class Source:
 
     def _reflect(self, metadata: sa.MetaData, name: str, key: str) -> sa.Table:
         try:
-            return sa.Table(name, metadata, autoload_with=self.engine)
+            return sa.Table(name, metadata, schema=self.schema, autoload_with=self.engine)
         except sa.exc.NoSuchTableError:
-            raise ConfigError(f"{key}: table '{name}' not found in the source database") from None
+            where = f"schema '{self.schema}' of " if self.schema else ""
+            raise ConfigError(f"{key}: table '{name}' not found in {where}the source database") from None
 
     @staticmethod
     def _column(table: sa.Table, name: str | None, key: str) -> sa.Column:

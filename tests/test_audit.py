@@ -37,7 +37,7 @@ def test_planted_leak_is_found_with_exit_1_and_no_values_unless_asked(done):
     set_target_text(done, "11", "[PATIENT] Antonete, NRIC s 1234567 d, call +65-9123-4567, born 12 Mar 1950")
     result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
     assert result.exit_code == 1
-    findings = [json.loads(line) for line in result.stdout.splitlines()]
+    findings = json.loads(result.stdout)
     assert {f["field"] for f in findings} >= {"name", "identifier", "phone", "date"}
     assert all(f["note_id"] == "11" and "value" not in f for f in findings)
     shown = runner.invoke(app, ["audit", "leaks", "--show-values", "--config", str(done)])
@@ -106,12 +106,12 @@ def test_the_gate_keeps_the_shipped_name_threshold_when_the_run_lowers_it(done):
     result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
     assert result.exit_code == 1
     assert "names checked with threshold 0.33 (the shipped default), not the configured 0.05" in result.stderr
-    assert [json.loads(line)["field"] for line in result.stdout.splitlines()] == ["name"]
+    assert [f["field"] for f in json.loads(result.stdout)] == ["name"]
 
 
 def test_the_gate_says_how_many_notes_it_scanned(done):
     result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
-    assert result.exit_code == 0 and result.stdout == ""
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
     assert "scanned 5 notes: 0 finding(s)" in result.stderr and "threshold" not in result.stderr
 
 

@@ -110,3 +110,21 @@ def test_out_of_range_values_are_refused_at_load_with_one_line(tmp_path, section
         load_config(path)
     assert str(info.value).startswith(f"{section}.{key}: ") and "out of range" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_relative_paths_resolve_from_the_given_directory(tmp_path):
+    data = with_("classifier", model="models/ours.json.gz")
+    data["lists"] = [{"category": "HOSPITAL", "file": "lists/h.txt"}, {"category": "LOCATION", "file": "/abs/places.txt"}]
+    config = parse_config(data, base=tmp_path)
+    assert config.source.url == f"sqlite:///{tmp_path / 'x.db'}"
+    assert config.classifier.model == str(tmp_path / "models" / "ours.json.gz")
+    assert [item.file for item in config.lists] == [str(tmp_path / "lists" / "h.txt"), "/abs/places.txt"]
+    for url, expected in [
+        ("sqlite:////abs/y.db", "sqlite:////abs/y.db"),
+        ("sqlite://", "sqlite://"),
+        ("sqlite:///:memory:", "sqlite:///:memory:"),
+        ("sqlite:///file:y.db?mode=ro&uri=true", f"sqlite:///file:{tmp_path / 'y.db'}?mode=ro&uri=true"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+    ]:
+        assert parse_config(with_("target", url=url), base=tmp_path).target.url == expected
+    assert parse_config(BASE).source.url == "sqlite:///x.db"  # no base: as written

@@ -78,7 +78,7 @@ def test_run_reprocess_and_leak_audit(databases, tmp_path, reference, source_kin
     execute(target, "UPDATE anonymized_notes SET text = 'Antonete called, NRIC S1234567D' WHERE note_id = '11'")
     code, out, _ = cli("audit", "leaks", "--json", "--config", config)
     assert code == 1
-    assert {json.loads(line)["field"] for line in out.splitlines()} >= {"name", "identifier"}
+    assert {f["field"] for f in json.loads(out)} >= {"name", "identifier"}
 
     code, out, err = cli("audit", "summary", "--json", "--config", config)
     assert code == 0, err

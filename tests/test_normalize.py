@@ -170,7 +170,7 @@ def test_the_gate_finds_a_leak_hidden_by_invisible_or_full_width_characters(hosp
     engine.dispose()
     result = runner.invoke(app, ["audit", "leaks", "--json", "--show-values", "--config", str(hospital)])
     assert result.exit_code == 1
-    findings = [json.loads(line) for line in result.stdout.splitlines()]
+    findings = json.loads(result.stdout)
     values = {(f["field"], f["value"]) for f in findings}
     assert values >= {("name", f"Anto{ZWSP}nette Bru{SHY}cer"), ("identifier", FULL_NRIC)}
     assert all(text[f["start"] : f["end"]] == f["value"] for f in findings)  # offsets into the stored text
