@@ -195,8 +195,8 @@ def build_pipeline(
 
 
 def _digest(rules: Path, *parts: object, extra: Sequence[Path] = ()) -> str:
-    """The packaged rule files, the parts, then the extra folders' rule files (in the order they
-    are read, each after its position): without extra folders, the digest of before they existed."""
+    """The packaged rule files, the parts, then the extra folders' rule files, each named by its
+    folder's position and its own name: without extra folders, the digest of before they existed."""
     h = hashlib.sha256()
     for path in sorted(rules.rglob("*")):
         if path.is_file() and path.suffix in (".toml", ".txt"):

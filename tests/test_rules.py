@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,18 @@ def test_rules_refuses_a_bad_configuration_in_one_line(tmp_path: Path) -> None:
     config = hospital_with_rules(tmp_path, HOSPITAL_PATTERNS.replace("hospital_mrn", "nric"))
     result = CliRunner().invoke(app, ["rules", "--config", str(config)])
     assert result.exit_code == 2 and "pattern 'nric' is defined twice" in result.output
+
+
+@pytest.mark.parametrize(
+    ("filename", "text", "message"),
+    [
+        ("patterns.toml", "[[pattern]\n", "patterns.toml: not valid TOML"),
+        ("patterns.toml", '[[pattern]]\nname = "x"\ncategory = "ID"\n', "block 'x' lacks regex"),
+        ("honorifics.toml", "max_tokens = 9\n", "unknown keys ['max_tokens']"),
+    ],
+)
+def test_a_broken_extra_file_is_a_one_line_error_naming_it(tmp_path: Path, filename: str, text: str, message: str) -> None:
+    (tmp_path / filename).write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(message)) as error:
+        build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])
+    assert "\n" not in str(error.value)

@@ -18,6 +18,7 @@ from typing import Iterable, NamedTuple, Sequence
 import regex
 
 from anonymizer.config import ConfigError
+from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import CATEGORIES, Span
@@ -96,7 +97,7 @@ class HonorificDetector:
         for folder in extra:
             path = folder / "honorifics.toml"
             if path.is_file():
-                added = tomllib.loads(path.read_text(encoding="utf-8"))
+                added = read_toml(path)
                 if set(added) - EXTRA_HONORIFIC_KEYS:
                     raise ConfigError(f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)} (an extra file adds honorific and stop_words)")
                 _add_honorifics(honorifics, added.get("honorific", []), path)

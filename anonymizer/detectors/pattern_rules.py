@@ -168,7 +168,7 @@ def load_rules(rules_dir: Path, extra: Sequence[Path] = ()) -> list[Rule]:
         seen.add((kind, name))
 
     for path in rule_files(rules_dir, extra):
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = read_toml(path)
         unknown = set(data) - SECTIONS
         if unknown:
             raise ConfigError(f"{path}: unknown sections {sorted(unknown)}")
@@ -179,15 +179,31 @@ def load_rules(rules_dir: Path, extra: Sequence[Path] = ()) -> list[Rule]:
             define("pattern", entry["name"], path)
             raw_rules.append((path, entry, slots, declared))
         for entry in data.get("pattern", []):
+            _require(entry, ("name", "category", "regex"), "pattern", path)
             define("pattern", entry["name"], path)
             raw_rules.append((path, entry, {}, (entry,)))
         for entry in data.get("exception", []):
+            _require(entry, ("name", "applies_to"), "exception", path)
             define("exception", entry["name"], path)
             raw_exceptions.append((path, entry))
 
     names = {raw[1]["name"] for raw in raw_rules}
     exceptions = [_exception(path, entry, components, names) for path, entry in raw_exceptions]
     return [_rule(*raw, components, exceptions) for raw in raw_rules]
+
+
+def read_toml(path: Path) -> dict:
+    """A rule file's tables; a file that is not UTF-8 TOML is a one-line ConfigError naming it."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _require(entry: Mapping, keys: Sequence[str], kind: str, path: Path) -> None:
+    missing = [key for key in keys if key not in entry]
+    if missing:
+        raise ConfigError(f"{path}: a [[{kind}]] block {entry.get('name', '')!r} lacks {', '.join(missing)}")
 
 
 def rule_files(rules_dir: Path, extra: Sequence[Path] = ()) -> list[Path]:
