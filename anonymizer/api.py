@@ -70,7 +70,7 @@ class Deidentifier:
             lists = load_lists(config, source)
         finally:
             source.engine.dispose()
-        return cls(build_pipeline(config.detectors, lists, config.classifier, replace=config.replace, registry=registry))
+        return cls(build_pipeline(config.detectors, lists, config.classifier, replace=config.replace, registry=registry, extra_rules=config.rules.extra))
 
     @classmethod
     def default(

@@ -482,6 +482,30 @@ def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> No
     out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")
 
 
+@app.command("rules")
+def rules_command(
+    config: Optional[Path] = ConfigOption,
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Each detector and what finds what: its rules, their categories, validators and context
+    exceptions, the packaged rules and a configuration's [rules] extra folders alike."""
+    from anonymizer.config import DEFAULT_FILE, ENV_VAR
+    from anonymizer.rules import describe, extra_folders, format_description
+
+    try:
+        cfg = load_config(config) if config or os.environ.get(ENV_VAR) or Path(DEFAULT_FILE).is_file() else None
+        if cfg is None:  # no configuration: the packaged rules
+            described = describe()
+        else:
+            described = describe(cfg.detectors, extra_folders(cfg.rules.extra), cfg.lists, cfg.patients, cfg.classifier)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps(described, indent=1))
+    else:
+        print(format_description(described), end="")
+
+
 @app.command()
 def evaluate(
     corpus: Path = typer.Argument(..., help="A PhysioNet-format folder, or a gold .jsonl file (e.g. sample_db/gold.jsonl)."),

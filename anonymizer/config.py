@@ -108,6 +108,13 @@ class ClassifierConfig:
 
 
 @dataclass(frozen=True)
+class RulesConfig:
+    """A hospital's own folders of rules, added to the packaged ones (see anonymizer.rules)."""
+
+    extra: tuple[str, ...] = ()  # folders, relative to the configuration file
+
+
+@dataclass(frozen=True)
 class RunConfig:
     batch_size: int = 500
 
@@ -153,6 +160,7 @@ class Config:
     classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
     run: RunConfig = field(default_factory=RunConfig)
     replace: ReplaceConfig = field(default_factory=ReplaceConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)
 
     def digest(self) -> str:
         """Hash of everything that changes the output (not where it is read from or written to)."""
@@ -216,8 +224,8 @@ def parse_config(data: Mapping[str, Any], base: Path | None = None) -> Config:
 
 
 def resolve_paths(config: Config, base: Path) -> Config:
-    """`config` with its relative paths taken from `base`: list files, the classifier model and
-    the files of SQLite URLs (`sqlite:///hospital.db`, also as `file:` URIs)."""
+    """`config` with its relative paths taken from `base`: list files, the classifier model, the
+    folders of extra rules and the files of SQLite URLs (`sqlite:///hospital.db`, also as `file:` URIs)."""
 
     def path(value: str) -> str:
         return str(base / Path(value).expanduser()) if not Path(value).expanduser().is_absolute() else str(Path(value).expanduser())
@@ -232,6 +240,7 @@ def resolve_paths(config: Config, base: Path) -> Config:
         target=replace(config.target, url=sqlite_url_from(config.target.url, base)),
         lists=lists,
         classifier=classifier,
+        rules=replace(config.rules, extra=tuple(path(folder) for folder in config.rules.extra)),
     )
 
 

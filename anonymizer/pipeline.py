@@ -21,6 +21,7 @@ from anonymizer.record import Note, NoteResult, PatientRecord  # NoteResult: als
 from anonymizer.registry import DETECTORS, SHIPPED, BuildContext, DetectorRegistry
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir
+from anonymizer.rules import extra_files, extra_folders
 from anonymizer.spans import MergedSpan, Span, union
 
 log = logging.getLogger(__name__)
@@ -156,10 +157,12 @@ def build_pipeline(
     rules_dir: Path | None = None,
     replace: ReplaceConfig | None = None,
     registry: DetectorRegistry | None = None,
+    extra_rules: Sequence[str | Path] = (),
 ) -> Pipeline:
     """Compile the rules once and build the enabled detectors of the catalogue, in its order.
 
-    `registry`: the catalogue (anonymizer.registry); by default the one every run uses."""
+    `registry`: the catalogue (anonymizer.registry); by default the one every run uses.
+    `extra_rules`: a hospital's own folders of rules (``[rules] extra``), added to the packaged ones."""
     registry = DETECTORS if registry is None else registry
     unknown = set(detectors.disabled) - set(registry.names())
     if unknown:
@@ -170,14 +173,15 @@ def build_pipeline(
         from anonymizer.surrogates import read_secret
 
         read_secret(replace.secret_env)  # no secret: stop before anything is loaded or written
-    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns)
-    context = BuildContext(rules, detectors, lists, classifier, patterns)
+    extra = extra_folders(extra_rules)
+    patterns = PatternDetector.from_rules(rules, disabled=detectors.disabled_patterns, extra=extra)
+    context = BuildContext(rules, detectors, lists, classifier, patterns, extra)
     built, svm = registry.build(context, detectors.disabled)
     enabled = [d for group in built.values() for d in group]
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
     catalogue = () if registry.signature() == SHIPPED else (registry.signature(),)  # the shipped one: as before it existed
-    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION, *catalogue)
+    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION, *catalogue, extra=extra)
     if not surrogates:
         return Pipeline(enabled, svm, digest, excused=patterns.excused, note_timeout=detectors.note_timeout)
     from anonymizer.surrogates import build_replacer
@@ -190,7 +194,9 @@ def build_pipeline(
     )
 
 
-def _digest(rules: Path, *parts: object) -> str:
+def _digest(rules: Path, *parts: object, extra: Sequence[Path] = ()) -> str:
+    """The packaged rule files, the parts, then the extra folders' rule files, each named by its
+    folder's position and its own name: without extra folders, the digest of before they existed."""
     h = hashlib.sha256()
     for path in sorted(rules.rglob("*")):
         if path.is_file() and path.suffix in (".toml", ".txt"):
@@ -198,4 +204,8 @@ def _digest(rules: Path, *parts: object) -> str:
             h.update(path.read_bytes())
     for part in parts:
         h.update(repr(part).encode())
+    for position, folder in enumerate(extra):  # by position and file name: moving a folder changes nothing
+        for path in extra_files([folder]):
+            h.update(f"extra {position} {path.name}".encode())
+            h.update(path.read_bytes())
     return h.hexdigest()

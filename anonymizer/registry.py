@@ -50,6 +50,7 @@ class BuildContext:
     lists: Mapping[str, Sequence[str]]
     classifier: ClassifierConfig
     patterns: PatternDetector  # rules/patterns.toml compiled (less disabled_patterns): dates, context exceptions
+    extra_rules: tuple[Path, ...] = ()  # a hospital's own folders of rules, read after rules_dir (anonymizer.rules)
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def _record(c: BuildContext) -> list[Detector]:
 
 
 def _honorific(c: BuildContext) -> list[Detector]:
-    return [HonorificDetector.from_rules(c.rules_dir)]
+    return [HonorificDetector.from_rules(c.rules_dir, c.extra_rules)]
 
 
 def _regex(c: BuildContext) -> list[Detector]:

@@ -61,7 +61,7 @@ def load_lists(config: Config, source: Source) -> dict[str, list[str]]:
 def prepare(config: Config) -> tuple[Source, Pipeline]:
     """Validate the source against the configuration and build the pipeline, writing nothing."""
     source = Source(config)
-    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
+    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace, extra_rules=config.rules.extra)
     _settle_gc()
     return source, pipeline
 

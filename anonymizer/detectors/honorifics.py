@@ -13,10 +13,12 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 import regex
 
+from anonymizer.config import ConfigError
+from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import CATEGORIES, Span
@@ -50,6 +52,7 @@ class Honorific:
     category: str
     strong: bool  # never an ordinary word, so the next word is a name unless it is a stop word
     not_before: frozenset[str] = frozenset()  # words after which this title is an ordinary word
+    origin: str = ""  # the file that defines it
 
 
 class HonorificDetector:
@@ -77,22 +80,38 @@ class HonorificDetector:
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
 
+    @property
+    def honorifics(self) -> tuple[Honorific, ...]:
+        return tuple(self._honorifics.values())
+
     @classmethod
-    def from_rules(cls, rules_dir: Path) -> "HonorificDetector":
-        """Build from rules/honorifics.toml, common_words.txt and name_connectors.txt."""
+    def from_rules(cls, rules_dir: Path, extra: Sequence[Path] = ()) -> "HonorificDetector":
+        """Build from rules/honorifics.toml, common_words.txt and name_connectors.txt, and the
+        same files where the `extra` folders have them: their titles, stop words and words are
+        added (a title defined twice is an error naming both files; max_tokens is the packaged one)."""
         path = rules_dir / "honorifics.toml"
         rules = tomllib.loads(path.read_text(encoding="utf-8"))
-        honorifics = []
-        for entry in rules["honorific"]:
-            if entry["category"] not in CATEGORIES:
-                raise ValueError(f"{path}: honorific '{entry['name']}' has unknown category '{entry['category']}'")
-            not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
-            honorifics.append(Honorific(entry["name"].casefold(), entry["category"], entry["strong"], not_before))
+        honorifics: dict[str, Honorific] = {}
+        stop_words = list(rules["stop_words"])
+        _add_honorifics(honorifics, rules["honorific"], path)
+        for folder in extra:
+            path = folder / "honorifics.toml"
+            if path.is_file():
+                added = read_toml(path)
+                if set(added) - EXTRA_HONORIFIC_KEYS:
+                    raise ConfigError(f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)} (an extra file adds honorific and stop_words)")
+                _add_honorifics(honorifics, added.get("honorific", []), path)
+                stop_words += added.get("stop_words", [])
+
+        def words(name: str) -> list[str]:  # the packaged list, then the extra folders' ones
+            files = [rules_dir / name, *(folder / name for folder in extra if (folder / name).is_file())]
+            return [word for file in files for word in read_word_list(file)]
+
         return cls(
-            honorifics,
-            stop_words=rules["stop_words"],
-            common_words=read_word_list(rules_dir / "common_words.txt"),
-            connectors=read_word_list(rules_dir / "name_connectors.txt"),
+            honorifics.values(),
+            stop_words=stop_words,
+            common_words=words("common_words.txt"),
+            connectors=words("name_connectors.txt"),
             max_tokens=rules["max_tokens"],
         )
 
@@ -171,6 +190,22 @@ class HonorificDetector:
         if key in honorific.not_before:
             return False
         return key not in self._common or (title_capitalised and _capitalised(token.word))
+
+
+EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "stop_words"})
+
+
+def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], path: Path) -> None:
+    """Add the [[honorific]] blocks of the file at `path`; a title already defined is an error."""
+    for entry in entries:
+        if entry["category"] not in CATEGORIES:
+            raise ConfigError(f"{path}: honorific '{entry['name']}' has unknown category '{entry['category']}'")
+        name = entry["name"].casefold()
+        if name in honorifics:
+            first = honorifics[name].origin
+            raise ConfigError(f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}"))
+        not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
+        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path))
 
 
 def _title_pattern(titles: str, space: str) -> str:
