@@ -18,20 +18,20 @@ from anonymizer.classifier.model import (
     DEFAULT_MODEL,
     Model,
     SvmDetector,
-    _covered,
+    rule_categories,
     joined_run,
     load_detector,
     vetoed,
     weakest_part,
     load_model,
 )
-from anonymizer.classifier.train import (
+from anonymizer.classifier.train import train
+from anonymizer.classifier.training import (
     TrainingOptions,
     build_dataset,
     fit,
     fit_estimators,
     label_tokens,
-    train,
 )
 from anonymizer.config import ClassifierConfig
 from anonymizer.corpora import Corpus, GoldNote
@@ -153,7 +153,7 @@ def test_weak_rule_spans_stand_only_where_the_classifier_agrees(tmp_path, corpus
     weak = Span(5, 9, "DATE", "regex", "date_dm_numeric")
     strong = Span(text.index("Kowalski"), len(text), "DOCTOR", "lists", "doctor")
     # the weak span's tokens are scored, marked as such; the strong span's are not
-    assert _covered(Tokens.of(text), [weak, strong], detector.model.confirm) == [None, "DATE?", "DATE?", None, None, "DOCTOR"]
+    assert rule_categories(Tokens.of(text), [weak, strong], detector.model.confirm) == [None, "DATE?", "DATE?", None, None, "DOCTOR"]
     agrees = [Span(7, 9, "DATE", "svm")]
     assert detector.combine([weak, strong], agrees) == [weak, strong] + agrees
     assert detector.combine([weak, strong], []) == [strong]

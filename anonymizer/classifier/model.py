@@ -287,7 +287,7 @@ class SvmDetector:
     ) -> tuple[Tokens, list[tuple[float, str]]]:
         """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
-        slots = self.extractor.slots(text, tokens, record, _covered(tokens, rule_spans, self.model.confirm))
+        slots = self.extractor.slots(text, tokens, record, rule_categories(tokens, rule_spans, self.model.confirm))
         scores, categories = self.model.decide(self.values(slots))
         return tokens, list(zip(scores, categories))
 
@@ -306,7 +306,7 @@ class SvmDetector:
             prepared = []
             for text, tokens, rule_spans in batch:
                 check()
-                rule_cats = _covered(tokens, rule_spans, self.model.confirm)
+                rule_cats = rule_categories(tokens, rule_spans, self.model.confirm)
                 prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
             check()
             values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
@@ -478,7 +478,7 @@ def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], sco
     return out
 
 
-def _covered(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
+def rule_categories(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
     """Per token: the category of a rule span overlapping it (highest priority), else None.  A
     token only spans of the `confirm` rules cover gets their category marked weak ("DATE?"): the
     classifier scores it, with that as a feature."""
