@@ -41,6 +41,7 @@ from anonymizer.classifier.features import (
     Tokens,
 )
 from anonymizer.classifier.model import rule_categories
+from anonymizer.classifier.policy import load_policy
 from anonymizer.corpora import Corpus, GoldNote, merge_lists
 from anonymizer.record import PatientRecord
 
@@ -49,13 +50,7 @@ GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
 DEFAULT_C = 0.2
 DEFAULT_THRESHOLD = -0.7  # the highest cross-validated point with union recall >= 0.97 and precision >= 0.80 (docs/classifier.md)
 GAZ_INNER_FOLDS = 5
-# Rules whose spans stand only where the classifier flags the token too (docs/classifier.md):
-# numeric dates without a month name, which also match ranges, ratios and settings ("5/10",
-# "12-15"), and the military titles, which in a clinical note are nearly always the adjective
-# ("general ventilator management", "gen weakness").  ("Ms" and "Miss" stay rules of their own:
-# they are real titles in a hospital's notes, where the classifier would lose names.)
-CONFIRM = ("regex:date_dm_numeric", "regex:date_md_numeric", "regex:date_dmy_numeric", "regex:date_mdy_numeric",
-           "regex:date_my_numeric", "honorific:general", "honorific:gen")
+
 
 
 @dataclass
@@ -69,10 +64,12 @@ class TrainingOptions:
     max_iter: int = 5000
     remainder_only: bool = False  # train on the tokens the rules left only (needs rule_cats)
     phi_weight: float = 1.0  # class weight of the PHI classes ("O" has 1)
-    # recall heuristics run after the classifier (see postprocess.py; docs/classifier.md measures them)
-    postprocess: dict = field(default_factory=lambda: {"extend_names": True, "relative_cues": True, "extend_places": True, "propagate": 0.0})
     score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
-    confirm: tuple[str, ...] = CONFIRM
+    # Run-time policy (rules/classifier.toml), not written into the model: the recall heuristics
+    # that cross-validation applies as the run does, and the rules the classifier must confirm,
+    # whose spans the "rules" features mark weak ("DATE?") as at run time.
+    postprocess: dict = field(default_factory=lambda: dict(load_policy().heuristics))
+    confirm: tuple[str, ...] = field(default_factory=lambda: tuple(sorted(load_policy().confirm)))
 
     def as_dict(self) -> dict:
         return {
@@ -85,8 +82,6 @@ class TrainingOptions:
             "phi_weight": self.phi_weight,
             "remainder_only": self.remainder_only,
             "score": self.score,
-            "postprocess": dict(self.postprocess),
-            "confirm": list(self.confirm),
         }
 
 
@@ -125,13 +120,13 @@ def label_tokens(tokens: Tokens, spans: Iterable[tuple[int, int, str]]) -> list[
 
 
 def build_dataset(
-    corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES, rules=None, confirm: Iterable[str] = CONFIRM
+    corpora: Sequence[Corpus], feature_classes: Iterable[str] = FEATURE_CLASSES, rules=None, confirm: Iterable[str] | None = None
 ) -> Dataset:
     """Tokens, labels and base features of every note of the corpora (lists of all corpora merged).
 
     `rules` (``(text, record) -> list[Span]``) gives the "rules" feature class its input, the
-    spans of the `confirm` rules marked weak, as at run time."""
-    confirm = frozenset(confirm)
+    spans of the `confirm` rules marked weak, as at run time (default: rules/classifier.toml's)."""
+    confirm = load_policy().confirm if confirm is None else frozenset(confirm)
 
     lists = merge_lists(*(c.lists for c in corpora))
     classes = [c for c in feature_classes if c != "gaz"]
@@ -271,8 +266,6 @@ def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str,
         "threshold": options.threshold,
         "gazetteers": fitted.gazetteers,
         "heads": heads,
-        "postprocess": dict(options.postprocess),
-        "confirm": list(options.confirm),
         "training": options.as_dict(),
     }
 
