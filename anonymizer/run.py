@@ -16,20 +16,29 @@ import sqlalchemy as sa
 
 from anonymizer.config import Config, ConfigError
 from anonymizer.parallel import processed_batches, processed_patients
-from anonymizer.pipeline import NoteResult
+from anonymizer.pipeline import NoteResult, Pipeline
 from anonymizer.record import empty_record
 from anonymizer.source import Batch, Source, _typed
 from anonymizer.target import Held, Target
-from anonymizer.worker import (  # noqa: F401 - prepare, load_lists, process_batch, settle_ids: also imported from here
+from anonymizer.worker import (  # noqa: F401 - load_lists, process_batch, settle_ids: also imported from here
     GC_THRESHOLD,
     RunSummary,
+    load,
     load_lists,
-    prepare,
     process_batch,
+    settle_gc as _settle_gc,
     settle_ids,
 )
 
 log = logging.getLogger(__name__)
+
+
+def prepare(config: Config) -> tuple[Source, Pipeline]:
+    """Validate the source against the configuration and build the pipeline, writing nothing;
+    then keep what was loaded out of later collections (:func:`anonymizer.worker.settle_gc`)."""
+    source, pipeline = load(config)
+    _settle_gc()
+    return source, pipeline
 
 
 def _count(summary: RunSummary, batch: Batch, results: list[NoteResult]) -> None:

@@ -55,15 +55,20 @@ def load_lists(config: Config, source: Source) -> dict[str, list[str]]:
     return lists
 
 
-def prepare(config: Config) -> tuple[Source, Pipeline]:
+def load(config: Config) -> tuple[Source, Pipeline]:
     """Validate the source against the configuration and build the pipeline, writing nothing."""
     source = Source(config)
-    pipeline = build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
-    _settle_gc()
+    return source, build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
+
+
+def prepare(config: Config) -> tuple[Source, Pipeline]:
+    """:func:`load`, then the process's collector settled (:func:`settle_gc`): a run's start."""
+    source, pipeline = load(config)
+    settle_gc()
     return source, pipeline
 
 
-def _settle_gc() -> None:
+def settle_gc() -> None:
     """Keep the loaded rules, lists and model out of every later collection (they live as long as
     the process), and collect the notes' short-lived objects less often (GC_THRESHOLD)."""
     gc.collect()
