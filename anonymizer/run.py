@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from anonymizer.config import Config, ConfigError
 from anonymizer.parallel import processed_batches, processed_patients
-from anonymizer.pipeline import NoteResult, Pipeline
+from anonymizer.pipeline import NoteResult, Pipeline, build_pipeline
 from anonymizer.record import empty_record
 from anonymizer.source import Batch, Source, _typed
 from anonymizer.target import Held, Target
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 def prepare(config: Config) -> tuple[Source, Pipeline]:
     """Validate the source against the configuration and build the pipeline, writing nothing;
     then keep what was loaded out of later collections (:func:`anonymizer.worker.settle_gc`)."""
-    source, pipeline = load(config)
+    source, pipeline = load(config, build_pipeline)  # this module's names: what a caller may replace
     _settle_gc()
     return source, pipeline
 

@@ -55,10 +55,11 @@ def load_lists(config: Config, source: Source) -> dict[str, list[str]]:
     return lists
 
 
-def load(config: Config) -> tuple[Source, Pipeline]:
-    """Validate the source against the configuration and build the pipeline, writing nothing."""
+def load(config: Config, build: Callable[..., Pipeline] = build_pipeline) -> tuple[Source, Pipeline]:
+    """Validate the source against the configuration and build the pipeline (with `build`:
+    :func:`~anonymizer.pipeline.build_pipeline`'s signature), writing nothing."""
     source = Source(config)
-    return source, build_pipeline(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
+    return source, build(config.detectors, load_lists(config, source), config.classifier, replace=config.replace)
 
 
 def prepare(config: Config) -> tuple[Source, Pipeline]:
