@@ -60,17 +60,11 @@ class Deidentifier:
         Its ``[[lists]]`` are read from their files and from the source database, whose tables
         are checked against the configuration; nothing is written."""
         from anonymizer.config import load_config
-        from anonymizer.run import load_lists
-        from anonymizer.source import Source
+        from anonymizer.worker import load
 
-        if not isinstance(config, Config):
-            config = load_config(config)
-        source = Source(config)
-        try:
-            lists = load_lists(config, source)
-        finally:
-            source.engine.dispose()
-        return cls(build_pipeline(config.detectors, lists, config.classifier, replace=config.replace, registry=registry, extra_rules=config.rules.extra))
+        source, pipeline = load(config if isinstance(config, Config) else load_config(config), registry)
+        source.engine.dispose()
+        return cls(pipeline)
 
     @classmethod
     def default(

@@ -516,7 +516,7 @@ def evaluate(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
-    from anonymizer.classifier.train import DEFAULT_THRESHOLD, TrainingOptions
+    from anonymizer.classifier.training import DEFAULT_THRESHOLD, TrainingOptions
     from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.corpora import CorpusError, load_corpus
     from anonymizer.evaluate import format_report, run_evaluation
@@ -549,10 +549,11 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the whole model card as JSON instead of a summary."),
 ) -> None:
     """Train the local-context SVM deterministically; the same inputs give the same model."""
-    from anonymizer.classifier.train import TrainingOptions, rule_pipeline, train as train_model
+    from anonymizer.classifier.train import train as train_model
+    from anonymizer.classifier.training import TrainingOptions, rule_pipeline
     from anonymizer.corpora import merge_lists
     from anonymizer.corpora import CorpusError, load_corpus
-    from anonymizer.evaluate import format_categories, format_curve, format_rows
+    from anonymizer.scoring import format_categories, format_curve, format_rows
 
     if mode not in ("multiclass", "binary"):
         raise fail("--mode: multiclass or binary")

@@ -1,13 +1,13 @@
 """Every core: the per-patient unit of work in a process pool, one writer in the main process.
 
 The main process reads the source and writes the target exactly as a one-process run does; only
-:func:`anonymizer.run.process_batch` (for ``run``, and for ``reprocess`` with nothing skipped)
+:func:`anonymizer.worker.process_batch` (for ``run``, and for ``reprocess`` with nothing skipped)
 moves to the workers:
 
 - each worker builds its pipeline once, in the pool's initializer, from the configuration (rules,
-  lists, model: :func:`anonymizer.run.prepare`), and checks that its digest is the main process's;
+  lists, model: :func:`anonymizer.worker.prepare`), and checks that its digest is the main process's;
 - a batch is split into shards of whole patient groups (a patient's notes of a batch stay
-  together, as :func:`~anonymizer.run.process_batch` groups them), each shard is one task;
+  together, as :func:`~anonymizer.worker.process_batch` groups them), each shard is one task;
 - results come back in submission order, and the main process writes each batch in one target
   transaction in source order, so the skip logic, the bookkeeping and the resumability after a
   crash are those of a one-process run, and the output is identical for any number of workers.
@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from anonymizer.record import Note
 from anonymizer.source import Batch
+from anonymizer.worker import prepare, process_batch
 
 if TYPE_CHECKING:
     from anonymizer.config import Config
-    from anonymizer.pipeline import NoteResult, Pipeline
+    from anonymizer.pipeline import Pipeline
+    from anonymizer.record import NoteResult
     from anonymizer.source import Source
     from anonymizer.target import Held, Target
 
@@ -57,8 +59,6 @@ def default_workers() -> int:
 
 def _init(config: "Config", digest: str) -> None:
     """Pool initializer (spawn): build the pipeline once for this worker, exactly as the main process did."""
-    from anonymizer.run import prepare
-
     source, pipeline = prepare(config)
     source.engine.dispose()  # lists are read; the worker never touches a database again
     if pipeline.digest != digest:
@@ -92,8 +92,6 @@ def _exit_with_parent() -> None:
 
 
 def _process_shard(batch: Batch, written: dict[str, str]) -> list["NoteResult"]:
-    from anonymizer.run import process_batch
-
     assert _pipeline is not None, "worker not initialised"
     return process_batch(batch, _pipeline, lambda note_id, digest: written.get(note_id) == digest)
 
@@ -179,8 +177,6 @@ def processed_batches(
         return held, written
 
     if workers <= 1:
-        from anonymizer.run import process_batch
-
         for batch in batches:
             held, written = held_by(batch)
             yield batch, process_batch(batch, pipeline, lambda nid, digest: written.get(nid) == digest), held
@@ -235,8 +231,6 @@ def processed_patients(
         return Batch(notes, records or source.records([pid]))
 
     if workers <= 1:
-        from anonymizer.run import process_batch
-
         for pid in patients:
             batch = read(pid)
             yield pid, batch, process_batch(batch, pipeline, lambda nid, digest: False)

@@ -17,7 +17,7 @@ from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, Re
 from anonymizer.detectors import Detector
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
-from anonymizer.record import Note, NoteResult, PatientRecord  # NoteResult: also imported from here
+from anonymizer.record import Note, NoteResult, PatientRecord
 from anonymizer.registry import DETECTORS, SHIPPED, BuildContext, DetectorRegistry
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir

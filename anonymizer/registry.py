@@ -192,9 +192,9 @@ def _lists(c: BuildContext) -> list[Detector]:
 def _svm(c: BuildContext) -> Any:
     if not c.classifier.enabled:
         return None
-    from anonymizer.classifier.model import load_detector  # numpy and the model: only when enabled
+    from anonymizer.classifier.model import build_detector  # numpy and the model: only when enabled
 
-    return load_detector(c.classifier, c.lists, c.patterns.excused)
+    return build_detector(c)  # its policy (rules/classifier.toml) checked against c's rules
 
 
 # The catalogue, in the order the detectors run.  One line a detector.

@@ -246,7 +246,7 @@ def stage_table(config, stride: int) -> None:
 
     from anonymizer.budget import NoteBudget, spending
     from anonymizer.normalize import normalize
-    from anonymizer.pipeline import NoteResult
+    from anonymizer.record import NoteResult
     from anonymizer.run import prepare
     from anonymizer.spans import union
     from anonymizer.target import Target

@@ -107,12 +107,11 @@ def test_a_failed_note_raises_from_deidentify_and_is_a_result_from_anonymize_pat
 
 
 def test_from_config_builds_what_a_run_builds(hospital, monkeypatch):
-    from anonymizer import run
+    from anonymizer import worker
     from anonymizer.pipeline import anonymize_patient
 
-    monkeypatch.setattr(run, "_settle_gc", lambda: None)  # the run's process-wide gc settings
     config = load_config(hospital)
-    source, pipeline = run.prepare(config)
+    source, pipeline = worker.load(config)  # what a run's prepare() builds, without its gc settings
     by_path, by_config = Deidentifier.from_config(hospital), Deidentifier.from_config(config)
     assert by_path.digest == by_config.digest == pipeline.digest
     for batch in source.batches(100):

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from typer.testing import CliRunner
 
-import anonymizer.run as run_module
+import anonymizer.worker as worker_module
 from anonymizer.budget import check
 from anonymizer.cli import app
 from anonymizer.config import load_config
@@ -149,7 +149,7 @@ def test_a_dense_1mb_note_over_its_time_budget_is_a_failure_row_and_the_others_a
     dense = ("Pt José O'Brien seen 12/03/2019 by Dr Healey, call 9123 4567. BP 120/70. " * 14_000)[:1_000_000]
     create_source(source, notes=[dict(note_id=1, patient_id=3, body=dense), dict(note_id=2, patient_id=3, body="José ok")])
     config = write_config(tmp_path / "anonymizer.toml", source, target, "\n[detectors]\nnote_timeout = 2.0\n")
-    real = run_module.build_pipeline
+    real = worker_module.build_pipeline
 
     def stalling(*args, **kwargs):
         pipeline = real(*args, **kwargs)
@@ -162,7 +162,7 @@ def test_a_dense_1mb_note_over_its_time_budget_is_a_failure_row_and_the_others_a
         pipeline.detectors.append(stall)
         return pipeline
 
-    monkeypatch.setattr(run_module, "build_pipeline", stalling)
+    monkeypatch.setattr(worker_module, "build_pipeline", stalling)
     summary = run(load_config(config))
     assert (summary.done, summary.failed) == (1, 1)
     done, failed = check_every_note_once(source, target)
@@ -190,7 +190,7 @@ def test_a_note_that_fails_is_one_failure_row_shown_by_audit_and_redone_later(da
     source, target = databases.url("sqlite", "src"), databases.url(target_kind, "dst")
     create_hospital(source)
     config = write_config(tmp_path / "anonymizer.toml", source, target)
-    real = run_module.build_pipeline
+    real = worker_module.build_pipeline
 
     def failing(*args, **kwargs):
         pipeline = real(*args, **kwargs)
@@ -203,7 +203,7 @@ def test_a_note_that_fails_is_one_failure_row_shown_by_audit_and_redone_later(da
         pipeline.detectors.append(explode)
         return pipeline
 
-    monkeypatch.setattr(run_module, "build_pipeline", failing)
+    monkeypatch.setattr(worker_module, "build_pipeline", failing)
     summary = run(load_config(config))
     assert (summary.done, summary.failed) == (4, 1)
     done, failed = check_every_note_once(source, target)
@@ -215,7 +215,7 @@ def test_a_note_that_fails_is_one_failure_row_shown_by_audit_and_redone_later(da
     text = runner.invoke(app, ["audit", "summary", "--config", str(config)]).stdout
     assert "failure: Boom" in text
 
-    monkeypatch.setattr(run_module, "build_pipeline", real)
+    monkeypatch.setattr(worker_module, "build_pipeline", real)
     again = run(load_config(config))
     assert (again.done, again.skipped, again.failed) == (1, 4, 0)
     done, failed = check_every_note_once(source, target)

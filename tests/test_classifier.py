@@ -18,20 +18,21 @@ from anonymizer.classifier.model import (
     DEFAULT_MODEL,
     Model,
     SvmDetector,
-    _covered,
+    rule_categories,
     joined_run,
     load_detector,
     vetoed,
     weakest_part,
     load_model,
 )
-from anonymizer.classifier.train import (
+from anonymizer.classifier.policy import load_policy
+from anonymizer.classifier.train import train
+from anonymizer.classifier.training import (
     TrainingOptions,
     build_dataset,
     fit,
     fit_estimators,
     label_tokens,
-    train,
 )
 from anonymizer.config import ClassifierConfig
 from anonymizer.corpora import Corpus, GoldNote
@@ -97,6 +98,9 @@ def test_training_twice_gives_identical_bytes(tmp_path, corpus):
     assert a["sha256"] == b["sha256"]
     data = json.loads(gzip.decompress((tmp_path / "a.json.gz").read_bytes()))
     assert data["format"] == "anonymizer-svm/1" and data["heads"]["phi"]["weights"]
+    # run-time policy (rules/classifier.toml) is not the model's: no confirm list, no heuristics
+    for record in (data, data["training"], data["card"]["options"]):
+        assert not {"confirm", "postprocess"} & set(record)
 
 
 @pytest.mark.parametrize("mode", ["multiclass", "binary"])
@@ -148,12 +152,12 @@ def test_detector_scores_only_what_the_rules_left_and_unions(tmp_path, corpus):
 def test_weak_rule_spans_stand_only_where_the_classifier_agrees(tmp_path, corpus):
     train([corpus], tmp_path / "m.json.gz", TrainingOptions(c=0.5, threshold=0.0))
     detector = SvmDetector(Model.load(tmp_path / "m.json.gz"), corpus.lists)
-    assert "regex:date_dm_numeric" in detector.model.confirm
+    assert "regex:date_dm_numeric" in detector.confirm
     text = "PEEP 5/10 per Dr Kowalski"
     weak = Span(5, 9, "DATE", "regex", "date_dm_numeric")
     strong = Span(text.index("Kowalski"), len(text), "DOCTOR", "lists", "doctor")
     # the weak span's tokens are scored, marked as such; the strong span's are not
-    assert _covered(Tokens.of(text), [weak, strong], detector.model.confirm) == [None, "DATE?", "DATE?", None, None, "DOCTOR"]
+    assert rule_categories(Tokens.of(text), [weak, strong], detector.confirm) == [None, "DATE?", "DATE?", None, None, "DOCTOR"]
     agrees = [Span(7, 9, "DATE", "svm")]
     assert detector.combine([weak, strong], agrees) == [weak, strong] + agrees
     assert detector.combine([weak, strong], []) == [strong]
@@ -240,7 +244,7 @@ SPAN = st.builds(
 def test_combine_keeps_a_weak_rule_span_exactly_where_one_of_the_classifiers_overlaps_it(shipped, rule_spans, own):
     """combine finds the overlaps by bisection (a test of every pair grew with the square of a
     note of dense dates); it must keep what that test kept."""
-    expected = [s for s in rule_spans if s.source not in shipped.model.confirm or any(o.start < s.end and s.start < o.end for o in own)]
+    expected = [s for s in rule_spans if s.source not in shipped.confirm or any(o.start < s.end and s.start < o.end for o in own)]
     assert shipped.combine(rule_spans, own) == expected + own
 
 
@@ -339,3 +343,72 @@ def test_a_patients_notes_scored_together_equal_note_by_note(tmp_path, corpus):
 def test_all_caps_test_counts_letters_as_the_regex_does(text):
     letters, upper = len(postprocess.LETTER.findall(text)), len(postprocess.UPPER.findall(text))
     assert postprocess._mostly_capitals(text) == (letters > 0 and upper > 0.8 * letters)
+
+
+# ------------------------------------------------------------------ policy: rules/classifier.toml
+
+
+def test_the_shipped_model_holds_weights_and_vocabulary_only_and_the_policy_lives_in_the_rules():
+    if not DEFAULT_MODEL.is_file():
+        pytest.skip("no shipped model")
+    data = json.loads(gzip.decompress(DEFAULT_MODEL.read_bytes()))
+    assert set(data) == {"format", "mode", "score", "threshold", "feature_classes", "gazetteers", "heads", "training", "card"}
+    for record in (data["training"], data["card"]["options"]):
+        assert not {"confirm", "postprocess"} & set(record)
+    policy = load_policy()
+    assert policy.confirm == {
+        "regex:date_dm_numeric", "regex:date_md_numeric", "regex:date_dmy_numeric", "regex:date_mdy_numeric",
+        "regex:date_my_numeric", "honorific:general", "honorific:gen",
+    }
+    assert dict(policy.heuristics) == {"extend_names": True, "relative_cues": True, "extend_places": True, "propagate": 0.0}
+    detector = load_detector(ClassifierConfig(), {})
+    assert detector.confirm == policy.confirm and detector.postprocess == policy.heuristics
+    assert TrainingOptions().confirm == tuple(sorted(policy.confirm))
+
+
+def _rules_with_policy(tmp_path: Path, text: str) -> Path:
+    import shutil
+
+    from anonymizer.resources import data_dir
+
+    rules = shutil.copytree(data_dir("rules"), tmp_path / "rules")
+    (rules / "classifier.toml").write_text(text, encoding="utf-8")
+    return rules
+
+
+@pytest.mark.parametrize(
+    "policy, message",
+    [
+        ('confirm = ["regex:date_nonexistent"]\n', "rules/classifier.toml: confirm: unknown rule 'regex:date_nonexistent'"),
+        ('confirm = ["honorific:emperor"]\n', "rules/classifier.toml: confirm: unknown rule 'honorific:emperor'"),
+        ('confirm = ["date_dm_numeric"]\n', "rules/classifier.toml: confirm: 'date_dm_numeric' is not a rule name"),
+        ("[heuristics]\nextend_name = true\n", "rules/classifier.toml: heuristics: unknown heuristic 'extend_name'"),
+        ('[heuristics]\npropagate = "yes"\n', "rules/classifier.toml: heuristics.propagate: expected a number"),
+        ("confirms = []\n", "rules/classifier.toml: unknown key 'confirms'"),
+    ],
+)
+def test_an_unknown_rule_or_heuristic_in_the_policy_stops_the_pipeline_with_one_line(tmp_path, policy, message):
+    from anonymizer.config import ConfigError, DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    rules = _rules_with_policy(tmp_path, policy)
+    with pytest.raises(ConfigError) as raised:
+        build_pipeline(DetectorsConfig(), {}, ClassifierConfig(), rules_dir=rules)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+    # with the classifier off the policy is not read
+    build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), rules_dir=rules)
+
+
+def test_the_policy_of_the_pipelines_rules_is_the_one_the_detector_runs(tmp_path):
+    from anonymizer.config import DetectorsConfig
+    from anonymizer.pipeline import build_pipeline
+
+    if not DEFAULT_MODEL.is_file():
+        pytest.skip("no shipped model")
+    rules = _rules_with_policy(tmp_path, 'confirm = ["regex:date_dm_numeric"]\n[heuristics]\npropagate = false\n')
+    # a disabled pattern may still be named (it exists in the rules)
+    pipeline = build_pipeline(DetectorsConfig(disabled_patterns=["date_dm_numeric"]), {}, ClassifierConfig(), rules_dir=rules)
+    assert pipeline.classifier.confirm == {"regex:date_dm_numeric"}
+    assert pipeline.classifier.postprocess == {"propagate": None}
+    shipped = build_pipeline(DetectorsConfig(), {}, ClassifierConfig())
+    assert pipeline.digest != shipped.digest  # the policy file is part of the rules' digest

@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from anonymizer.corpora import Corpus, GoldNote
-from anonymizer.evaluate import (
-    Counts,
-    cross_validate,
-    evaluate,
-    overlap_mask,
-    score_notes,
-    tokenize,
-)
+from anonymizer.classifier.crossval import cross_validate
+from anonymizer.scoring import Counts, evaluate, overlap_mask, score_notes, tokenize
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
 
@@ -83,9 +77,8 @@ def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(
     import importlib.util
     from pathlib import Path
 
-    from anonymizer.classifier import train as train_module
-    from anonymizer.classifier.train import TrainingOptions, build_dataset
-
+    from anonymizer.classifier import crossval
+    from anonymizer.classifier.training import TrainingOptions, build_dataset
 
     # the synthetic corpus of test_classifier.py, loaded by path (whatever pytest's import mode)
     spec = importlib.util.spec_from_file_location("_synthetic", Path(__file__).with_name("test_classifier.py"))
@@ -95,13 +88,13 @@ def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(
 
     dataset = build_dataset([synthetic_corpus(notes=40)])
     seen: list[set[str]] = []
-    real_fit = train_module.fit
+    real_fit = crossval.fit
 
     def spy(notes, options, lists=None):
         seen.append({n.note.patient_id for n in notes})
         return real_fit(notes, options, lists)
 
-    monkeypatch.setattr(train_module, "fit", spy)
+    monkeypatch.setattr(crossval, "fit", spy)
     result = cross_validate(dataset, TrainingOptions(c=0.5), folds=4)
     assert len(seen) == 4
     for fold, patients in enumerate(seen):

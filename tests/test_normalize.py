@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import pytest
 import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -15,11 +15,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anonymizer.detectors.patterns import (
+from anonymizer.detectors.pattern_rules import (
     RULE_FILES,
-    UNTIMED_STEPS,
     ContextException,
-    PatternDetector,
     Precheck,
     Rule,
     expand,
@@ -27,8 +25,9 @@ from anonymizer.detectors.patterns import (
     not_a_range,
     nric_checksum,
     phone_digit_count,
-    numeric_runs,
 )
+from anonymizer.detectors.patterns import PatternDetector
+from anonymizer.detectors.regex_analysis import UNTIMED_STEPS, numeric_runs
 from anonymizer.budget import NoteBudget, NoteTimeout, spending
 from anonymizer.record import empty_record
 from anonymizer.resources import data_dir

@@ -1,7 +1,7 @@
 import datetime as dt
 import pickle
 
-from anonymizer.pipeline import NoteResult
+from anonymizer.record import NoteResult
 from anonymizer.record import Note, PatientRecord
 from anonymizer.spans import MergedSpan
 

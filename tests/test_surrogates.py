@@ -20,7 +20,8 @@ from anonymizer.cli import app
 from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig, load_config, parse_config
 from anonymizer.registry import record_detectors
 from anonymizer.detectors.names import RecordNames
-from anonymizer.detectors.patterns import PatternDetector, load_rules, nric_checksum
+from anonymizer.detectors.pattern_rules import load_rules, nric_checksum
+from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.resources import data_dir

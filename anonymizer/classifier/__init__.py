@@ -1,25 +1,12 @@
 """The local-context classifier: an SVM over per-token features, run after the rules.
 
 * :mod:`.features` - tokens and their features;
-* :mod:`.train` - building a model from annotated corpora (scikit-learn ``LinearSVC``);
 * :mod:`.model` - the model as plain data at run time and the ``svm`` detector;
-* :mod:`.postprocess` - the recall heuristics applied after the classifier.
+* :mod:`.postprocess` - the recall heuristics applied after the classifier;
+* :mod:`.policy` - what the run lets the classifier decide (rules/classifier.toml);
+* :mod:`.training` - fitting a model on annotated corpora (scikit-learn ``LinearSVC``);
+* :mod:`.crossval` - cross-validation grouped by patient (on :mod:`anonymizer.scoring`);
+* :mod:`.train` - the ``train`` command: fit, write the model and its card.
 
-Importing this package loads neither scikit-learn nor a model.
+Importing this package imports none of them (no scikit-learn, no model).
 """
-
-from __future__ import annotations
-
-__all__ = ["load_detector", "train"]
-
-
-def load_detector(config, lists):
-    from anonymizer.classifier.model import load_detector as _load
-
-    return _load(config, lists)
-
-
-def train(*args, **kwargs):
-    from anonymizer.classifier.train import train as _train
-
-    return _train(*args, **kwargs)

@@ -43,8 +43,8 @@ from rapidfuzz.distance import Levenshtein
 
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
+from anonymizer.scoring import TOKEN  # a token: the unit evaluation counts, defined there once
 
-TOKEN = regex.compile(r"[^\W_]+")
 # A note split at its tokens (``[^\W_]+``, captured): gap, token, gap, ..., token, gap.  In an
 # ASCII note, where the token class is exactly [A-Za-z0-9], the standard library's engine splits
 # about twice as fast as `regex`.

@@ -8,6 +8,10 @@ A model file is gzipped JSON (no pickle: loading it runs no code)::
                "category": {"classes": ["DATE", ...], "intercept": [...], "weights": {feature: [...]}}},
      "card": {...}}
 
+Weights and vocabulary only: what the run lets the classifier decide (the rules it confirms, the
+recall heuristics) is policy, read from rules/classifier.toml (:mod:`anonymizer.classifier.policy`);
+``confirm`` and ``postprocess`` fields of a model written before are ignored.
+
 A token's decision value for a class is the intercept plus the sum of the weights of its active
 (binary) features - exactly what scikit-learn's ``decision_function`` computes for the fitted
 ``LinearSVC`` (tests/test_classifier.py checks it).  The sums are cached per feature slot and key
@@ -32,6 +36,7 @@ from scipy import sparse
 from anonymizer.budget import check
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
+from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
 from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
 from anonymizer.spans import CATEGORIES, Span
@@ -75,9 +80,6 @@ class Model:
         self.phi = Head(data["heads"]["phi"])
         self.category = Head(data["heads"]["category"]) if "category" in data["heads"] else None
         self.card: dict = dict(data.get("card", {}))
-        self.postprocess: dict = dict(data.get("postprocess", {}))
-        # rule spans (by source, e.g. "regex:date_dm_numeric") kept only where the classifier agrees
-        self.confirm: frozenset[str] = frozenset(data.get("confirm", ()))
         heads = [(self.phi, data["heads"]["phi"]["weights"])]
         if self.category is not None:
             heads.append((self.category, data["heads"]["category"]["weights"]))
@@ -149,9 +151,18 @@ class SvmDetector:
     name = "svm"
 
     def __init__(
-        self, model: Model, lists: Mapping[str, Sequence[str]], threshold: float | None = None, excused: Excused | None = None
+        self,
+        model: Model,
+        lists: Mapping[str, Sequence[str]],
+        threshold: float | None = None,
+        excused: Excused | None = None,
+        policy: Policy | None = None,
     ) -> None:
         self.model = model
+        # the rules it confirms and the heuristics after it: rules/classifier.toml (the shipped rules' by default)
+        self.policy = load_policy() if policy is None else policy
+        self.confirm: frozenset[str] = self.policy.confirm  # rule spans (by source) kept only where the classifier agrees
+        self.postprocess: Mapping[str, object] = self.policy.heuristics
         self.threshold = model.threshold if threshold is None else float(threshold)
         self.excused = excused
         self.digest = f"{model.digest}:{self.threshold!r}"
@@ -287,7 +298,7 @@ class SvmDetector:
     ) -> tuple[Tokens, list[tuple[float, str]]]:
         """Every token's (score, category), rule-covered ones included; the threshold is not applied."""
         tokens = tokens or Tokens.of(text)
-        slots = self.extractor.slots(text, tokens, record, _covered(tokens, rule_spans, self.model.confirm))
+        slots = self.extractor.slots(text, tokens, record, rule_categories(tokens, rule_spans, self.confirm))
         scores, categories = self.model.decide(self.values(slots))
         return tokens, list(zip(scores, categories))
 
@@ -306,7 +317,7 @@ class SvmDetector:
             prepared = []
             for text, tokens, rule_spans in batch:
                 check()
-                rule_cats = _covered(tokens, rule_spans, self.model.confirm)
+                rule_cats = rule_categories(tokens, rule_spans, self.confirm)
                 prepared.append((text, tokens, rule_cats, self.extractor.slots(text, tokens, record, rule_cats)))
             check()
             values, cats = self.model.decide(self.values_many([slots for *_, slots in prepared]))
@@ -331,7 +342,7 @@ class SvmDetector:
             if not vetoed(text, tokens, i, cats[i], excused, runs):
                 flagged[i] = cats[i]
                 spans.append(Span(tokens.starts[i], tokens.ends[i], cats[i], "svm"))
-        post = self.model.postprocess
+        post = self.postprocess
         additions: dict[int, tuple[str, str]] = {}
         if post.get("extend_names"):
             for i, cat in postprocess.extend_names(text, tokens, flagged, self.extractor.dictionaries).items():
@@ -353,9 +364,9 @@ class SvmDetector:
 
     def combine(self, rule_spans: Sequence[Span], own: Sequence[Span]) -> list[Span]:
         """A note's spans: the rule spans and the classifier's own, less the spans of the rules the
-        model must confirm (its ``confirm`` list: weak patterns such as a day/month without a year,
+        classifier must confirm (the policy's ``confirm`` list: weak patterns such as a day/month without a year,
         which also match ranges and ratios) that none of its own spans overlaps."""
-        confirm, overlaps = self.model.confirm, None
+        confirm, overlaps = self.confirm, None
         kept = []
         for span in rule_spans:
             if span.source in confirm:
@@ -369,10 +380,10 @@ class SvmDetector:
         """The classifier's spans for all of one patient's notes, given each note's rule spans.
 
         Besides what :meth:`__call__` finds note by note, a word the classifier flagged as a name
-        with a score above the model's ``postprocess.propagate`` level in one note is flagged in
+        with a score above the policy's ``propagate`` level in one note is flagged in
         the patient's other notes too (rule "propagated")."""
         analyses = self.analyse_many(record, notes)
-        level = self.model.postprocess.get("propagate")
+        level = self.postprocess.get("propagate")
         if level is None or len(analyses) < 2:
             return [a.spans for a in analyses]
         extra = postprocess.propagate([(a.tokens, a.flagged, a.scores) for a in analyses], float(level), self.extractor.dictionaries)
@@ -478,7 +489,7 @@ def weakest_part(text: str, tokens: Tokens, rule_cats: Sequence[str | None], sco
     return out
 
 
-def _covered(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
+def rule_categories(tokens: Tokens, spans: Sequence[Span], confirm: frozenset[str] = frozenset()) -> list[str | None]:
     """Per token: the category of a rule span overlapping it (highest priority), else None.  A
     token only spans of the `confirm` rules cover gets their category marked weak ("DATE?"): the
     classifier scores it, with that as a feature."""
@@ -516,7 +527,19 @@ def load_model(path: str | Path | None = None) -> Model:
     return _load_cached(str(target.resolve()), target.stat().st_mtime)
 
 
-def load_detector(config: ClassifierConfig, lists: Mapping[str, Sequence[str]], excused: Excused | None = None) -> SvmDetector:
+def load_detector(
+    config: ClassifierConfig, lists: Mapping[str, Sequence[str]], excused: Excused | None = None, policy: Policy | None = None
+) -> SvmDetector:
     """The detector the pipeline runs after the rules: `config.model` or the shipped model, its
-    detections subject to the rules' context exceptions (`excused`) when given."""
-    return SvmDetector(load_model(config.model), lists, config.threshold, excused)
+    detections subject to the rules' context exceptions (`excused`) when given, under `policy`
+    (default: the shipped rules/classifier.toml)."""
+    return SvmDetector(load_model(config.model), lists, config.threshold, excused, policy)
+
+
+def build_detector(context) -> SvmDetector:
+    """The detector of a pipeline being built (an :class:`anonymizer.registry.BuildContext`): its
+    policy read from the context's rules directory and checked against its rules (the enabled
+    patterns, the disabled ones, the honorifics) before any note is read."""
+    patterns = [rule.name for rule in context.patterns.rules] + list(context.detectors.disabled_patterns)
+    policy = read_policy(context.rules_dir, rule_names(context.rules_dir, patterns))
+    return load_detector(context.classifier, context.lists, context.patterns.excused, policy)

@@ -21,26 +21,14 @@ import regex
 
 from anonymizer.budget import remaining
 from anonymizer.config import ConfigError
-from anonymizer.detectors.pattern_rules import (  # noqa: F401 - also imported from here
-    CONTEXT_WINDOW,
-    RULE_FILES,
-    VALIDATORS,
-    ContextException,
+from anonymizer.detectors.pattern_rules import (
     Precheck,
     Rule,
-    expand,
     load_rules,
-    not_a_range,
-    nric_checksum,
-    phone_digit_count,
 )
-from anonymizer.detectors.regex_analysis import (  # noqa: F401 - also imported from here
+from anonymizer.detectors.regex_analysis import (
     UNTIMED_STEPS,
-    lowered,
-    numeric,
     numeric_runs,
-    standard,
-    work_bound,
 )
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
