@@ -70,7 +70,9 @@ out = Console()
 err = Console(stderr=True)
 
 ConfigOption = typer.Option(None, "--config", "-c", help="Configuration file (default: $ANONYMIZER_CONFIG, then ./anonymizer.toml).")
-WorkersOption = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: the number of cores); the output does not depend on it.")
+WorkersOption = typer.Option(
+    None, "--workers", "-w", min=1, help="Worker processes (default: the number of cores); the output does not depend on it."
+)
 
 
 def version() -> str:
@@ -153,7 +155,9 @@ def configure_logging(verbose: bool, log_file: Path | None) -> None:
 def main(
     ctx: typer.Context,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details to stderr (also accepted after the subcommand)."),
-    log_file: Optional[Path] = typer.Option(None, "--log-file", help="Also log, with progress lines, to this file (appended; also accepted after the subcommand)."),
+    log_file: Optional[Path] = typer.Option(
+        None, "--log-file", help="Also log, with progress lines, to this file (appended; also accepted after the subcommand)."
+    ),
     _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     """De-identify clinical notes in a database using each patient's structured record."""
@@ -235,7 +239,11 @@ def run(
 
     try:
         summary = run_job(
-            load_config(config), batch_size=batch_size, limit=limit, dry_run=dry_run, progress=advance,
+            load_config(config),
+            batch_size=batch_size,
+            limit=limit,
+            dry_run=dry_run,
+            progress=advance,
             workers=workers or default_workers(),
         )
     except ConfigError as exc:
@@ -256,9 +264,18 @@ def report(summary: RunSummary, kind: str, dry_run: bool, as_json: bool, lines: 
         lines.what = f"{kind} {summary.run_id}"
     lines.line(", finished")
     if as_json:
-        item = {"run_id": summary.run_id, "kind": kind, "dry_run": dry_run, "notes": summary.notes, "done": summary.done,
-                "skipped": summary.skipped, "failed": summary.failed, "no_record": summary.no_record,
-                "spans": {c: summary.spans[c] for c in CATEGORIES if summary.spans[c]}, "seconds": round(summary.seconds, 3)}
+        item = {
+            "run_id": summary.run_id,
+            "kind": kind,
+            "dry_run": dry_run,
+            "notes": summary.notes,
+            "done": summary.done,
+            "skipped": summary.skipped,
+            "failed": summary.failed,
+            "no_record": summary.no_record,
+            "spans": {c: summary.spans[c] for c in CATEGORIES if summary.spans[c]},
+            "seconds": round(summary.seconds, 3),
+        }
         print(json.dumps(item))
         return
     print_summary(summary, dry_run)
@@ -305,8 +322,9 @@ def reprocess(
             ids += [line.strip() for line in read_text_file(patients_from, "--patients-from").splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
-        summary = reprocess_job(load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers(),
-                                refuse_unknown=True)
+        summary = reprocess_job(
+            load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers(), refuse_unknown=True
+        )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:
@@ -347,8 +365,12 @@ def audit_summary(
         table.add_column("what")
         table.add_column("count", justify="right")
         table.add_column("only this detector", justify="right")
-        for label, value in (("notes anonymized", r.notes_done), ("notes skipped", r.notes_skipped),
-                             ("notes failed", r.notes_failed), ("notes with no detection", r.notes_without_detection)):
+        for label, value in (
+            ("notes anonymized", r.notes_done),
+            ("notes skipped", r.notes_skipped),
+            ("notes failed", r.notes_failed),
+            ("notes with no detection", r.notes_without_detection),
+        ):
             table.add_row(label, f"{value:,}", "")
         for category, count in sorted(r.spans_by_category.items()):
             table.add_row(f"spans {category}", f"{count:,}", "")
@@ -400,8 +422,11 @@ def audit_leaks(
         cfg, target = _target(config)
         scan = audit.leaks(cfg, target)
         if scan.name_threshold != cfg.detectors.name_threshold:
-            err.print(f"names checked with threshold {scan.name_threshold} (the shipped default), "
-                      f"not the configured {cfg.detectors.name_threshold}", highlight=False)
+            err.print(
+                f"names checked with threshold {scan.name_threshold} (the shipped default), "
+                f"not the configured {cfg.detectors.name_threshold}",
+                highlight=False,
+            )
         for leak in scan:
             found += 1
             item = dataclasses.asdict(leak)
@@ -575,8 +600,14 @@ def train(
         f"model written to {out_model} ({card['bytes']:,} bytes, sha256 {card['sha256'][:16]}…)\n"
         f"trained on {notes:,} notes of {patients:,} patients in {len(card['corpora'])} corpus(es): "
         f"{card['tokens']:,} tokens, {card['phi_tokens']:,} of them PHI\nfeatures: {features}",
-        markup=False, highlight=False, soft_wrap=True,
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
     if "cv" in card:
-        for table in (format_rows(card["cv"]["rows"]), format_categories(card["cv"]["categories"]["union"]), format_curve(card["cv"]["curve"])):
+        for table in (
+            format_rows(card["cv"]["rows"]),
+            format_categories(card["cv"]["categories"]["union"]),
+            format_curve(card["cv"]["curve"]),
+        ):
             out.print(table, markup=False, highlight=False, soft_wrap=True)

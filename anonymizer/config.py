@@ -94,7 +94,12 @@ class DetectorsConfig:
 
     def __post_init__(self) -> None:
         check_range(0 < self.name_threshold < 1, "detectors.name_threshold", self.name_threshold, "between 0 and 1, exclusive")
-        check_range(math.isfinite(self.note_timeout) and self.note_timeout > 0, "detectors.note_timeout", self.note_timeout, "a positive number of seconds")
+        check_range(
+            math.isfinite(self.note_timeout) and self.note_timeout > 0,
+            "detectors.note_timeout",
+            self.note_timeout,
+            "a positive number of seconds",
+        )
 
 
 @dataclass(frozen=True)
@@ -256,7 +261,7 @@ def sqlite_url_from(url: str, base: Path) -> str:
     if database.startswith("file:"):  # a URI filename (with ?uri=true): file:relative.db
         if "uri=true" not in query.split("&") or database.startswith("file:/"):
             return url
-        prefix, database = "file:", database[len("file:"):]
+        prefix, database = "file:", database[len("file:") :]
     if not database or Path(database).is_absolute():
         return url
     return f"{head}:///{prefix}{base / database}{query_sep}{query}"

@@ -181,7 +181,8 @@ def build_pipeline(
     # The model is named by its own content digest, never by the object (whose repr varies).
     model = getattr(svm, "digest", None)
     catalogue = () if registry.signature() == SHIPPED else (registry.signature(),)  # the shipped one: as before it existed
-    digest = _digest(rules, detectors, sorted((k, sorted(v)) for k, v in lists.items()), classifier, model, VIEW_VERSION, *catalogue, extra=extra)
+    entries = sorted((k, sorted(v)) for k, v in lists.items())
+    digest = _digest(rules, detectors, entries, classifier, model, VIEW_VERSION, *catalogue, extra=extra)
     if not surrogates:
         return Pipeline(enabled, svm, digest, excused=patterns.excused, note_timeout=detectors.note_timeout)
     from anonymizer.surrogates import build_replacer

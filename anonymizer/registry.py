@@ -198,13 +198,17 @@ def _svm(c: BuildContext) -> Any:
 
 
 # The catalogue, in the order the detectors run.  One line a detector.
-DETECTORS = DetectorRegistry([
-    DetectorEntry("record", _record, "the patient's and relatives' names and spelling variants; the record's IDs, phones, dates, address parts"),
-    DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
-    DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
-    DetectorEntry("lists", _lists, "configured doctors, hospitals, places ([[lists]])"),
-    DetectorEntry("svm", _svm, "what the rules left: a linear SVM over each word's context", stage=CLASSIFIER),
-])
+DETECTORS = DetectorRegistry(
+    [
+        DetectorEntry(
+            "record", _record, "the patient's and relatives' names and spelling variants; the record's IDs, phones, dates, address parts"
+        ),
+        DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
+        DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
+        DetectorEntry("lists", _lists, "configured doctors, hospitals, places ([[lists]])"),
+        DetectorEntry("svm", _svm, "what the rules left: a linear SVM over each word's context", stage=CLASSIFIER),
+    ]
+)
 
 # The shipped catalogue's signature: while the catalogue is this one, it adds nothing to the
 # pipeline's digest (so notes written before the catalogue existed are not redone).

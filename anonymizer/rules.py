@@ -106,7 +106,11 @@ def describe(
             ]
         elif entry.name == "lists":
             item["rules"] = [
-                {"name": item_list.category.lower(), "category": item_list.category, "from": item_list.file or f"{item_list.table}.{item_list.column}"}
+                {
+                    "name": item_list.category.lower(),
+                    "category": item_list.category,
+                    "from": item_list.file or f"{item_list.table}.{item_list.column}",
+                }
                 for item_list in lists
             ]
         elif entry.name == "svm":
@@ -117,7 +121,12 @@ def describe(
 
 # The record's fields (config [patients]) and the category of what they find.
 RECORD_FIELDS = {
-    "names": "PATIENT", "relatives": "PATIENT", "identifiers": "ID", "phones": "PHONE", "dates": "DATE", "addresses": "LOCATION",
+    "names": "PATIENT",
+    "relatives": "PATIENT",
+    "identifiers": "ID",
+    "phones": "PHONE",
+    "dates": "DATE",
+    "addresses": "LOCATION",
 }
 
 

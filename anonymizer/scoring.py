@@ -243,7 +243,10 @@ def format_rows(rows: Mapping[str, Counts | dict]) -> str:
 
 def format_categories(table: Mapping[str, dict]) -> str:
     lines = [f"{'category':10} {'gold tok':>8} {'recall':>7} {'phrases':>7} {'phr R':>6} {'pred tok':>8} {'precision':>9}"]
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
     for cat, r in table.items():
         lines.append(
             f"{cat:10} {r['gold_tokens']:8d} {fmt(r['recall']):>7} {r['phrases']:7d} {fmt(r['phrase_recall']):>6} "

@@ -61,7 +61,9 @@ def load(config: Config, registry: DetectorRegistry | None = None) -> tuple[Sour
     """Validate the source against the configuration and build the pipeline, writing nothing."""
     source = Source(config)
     lists = load_lists(config, source)
-    return source, build_pipeline(config.detectors, lists, config.classifier, replace=config.replace, registry=registry, extra_rules=config.rules.extra)
+    return source, build_pipeline(
+        config.detectors, lists, config.classifier, replace=config.replace, registry=registry, extra_rules=config.rules.extra
+    )
 
 
 def prepare(config: Config) -> tuple[Source, Pipeline]:

@@ -62,7 +62,9 @@ def test_the_package_top_exports_the_api_and_imports_it_only_when_used():
     from anonymizer import audit  # submodules are still submodules
 
     assert audit.__name__ == "anonymizer.audit"
-    code = "import sys, anonymizer, anonymizer.target; print(sorted(m for m in sys.modules if m in ('anonymizer.pipeline', 'anonymizer.api')))"
+    code = (
+        "import sys, anonymizer, anonymizer.target; print(sorted(m for m in sys.modules if m in ('anonymizer.pipeline', 'anonymizer.api')))"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
 
 
@@ -81,7 +83,9 @@ def test_deidentify_returns_the_text_and_its_explained_spans(rules_only):
     assert result.original == text
     assert all(isinstance(s, MergedSpan) for s in result.spans)
     assert [(text[s.start : s.end], s.category) for s in result.spans] == [
-        ("antonete BRUCER", "PATIENT"), ("S1234567D", "ID"), ("Healey", "DOCTOR")
+        ("antonete BRUCER", "PATIENT"),
+        ("S1234567D", "ID"),
+        ("Healey", "DOCTOR"),
     ]
     assert result.spans[1].sources == ("record:identifier", "regex:nric")
     assert result.explain().splitlines()[0] == "3-18 PATIENT 'antonete BRUCER': record:name"

@@ -297,7 +297,8 @@ REFUSE = {
     ],
     "mariadb": [
         "CREATE TRIGGER refuse BEFORE INSERT ON anonymized_notes FOR EACH ROW BEGIN "
-        "IF NEW.note_id = '12' THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1114, MESSAGE_TEXT = 'The table `anonymized_notes` is full'; END IF; END",
+        "IF NEW.note_id = '12' THEN SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1114, "
+        "MESSAGE_TEXT = 'The table `anonymized_notes` is full'; END IF; END",
     ],
 }
 

@@ -163,17 +163,23 @@ def test_token_splits_and_chunk_keys_agree_with_matching_each_token_and_chunk(te
     give what matching each token and each whitespace-delimited chunk gives."""
     tokens = Tokens.of(text)
     matches = list(regex.finditer(r"[^\W_]+", text))
-    assert (tokens.starts, tokens.ends, tokens.words) == ([m.start() for m in matches], [m.end() for m in matches], [m.group() for m in matches])
+    expected = ([m.start() for m in matches], [m.end() for m in matches], [m.group() for m in matches])
+    assert (tokens.starts, tokens.ends, tokens.words) == expected
     assert tokens.gaps == [text[a:b] for a, b in zip([0, *tokens.ends], [*tokens.starts, len(text)])]
     chunks = list(regex.finditer(r"\S+", text))
-    assert list(map(chunk_shape, chunk_keys(text, tokens))) == [chunk_shape(next(c.group() for c in chunks if c.start() <= s < c.end())) for s in tokens.starts]
+    assert list(map(chunk_shape, chunk_keys(text, tokens))) == [
+        chunk_shape(next(c.group() for c in chunks if c.start() <= s < c.end())) for s in tokens.starts
+    ]
 
 
-@pytest.mark.parametrize("text", [
-    ("é " + "1/" * 10_000)[:20_000],  # a non-ASCII note with a long run without spaces
-    ("seen ° " + base64.b64encode(random.Random(0).randbytes(15_000)).decode())[:20_000],  # a base64 blob after "°"
-    ("seen " + "1/" * 10_000)[:20_000],  # the same in an ASCII note
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        ("é " + "1/" * 10_000)[:20_000],  # a non-ASCII note with a long run without spaces
+        ("seen ° " + base64.b64encode(random.Random(0).randbytes(15_000)).decode())[:20_000],  # a base64 blob after "°"
+        ("seen " + "1/" * 10_000)[:20_000],  # the same in an ASCII note
+    ],
+)
 def test_chunk_keys_take_memory_linear_in_the_note_however_long_its_chunks(text):
     """Every token of a chunk shares one key of at most CHUNK_SHAPE characters (a copy of the
     chunk per token took 200 MB here, 24 GiB on a 1 MB note)."""

@@ -125,4 +125,6 @@ def test_the_ascii_search_reads_every_ascii_character_as_regex_does(honorifics):
     assert [c for c in ascii if re.fullmatch(ASCII_SPACE, c)] == [c for c in ascii if regex.fullmatch(SPACE, c)]
     for c in ascii:  # before the title, between it and the name, after its period
         for text in (f"{c}dr tan", f"dr{c}tan", f"dr.{c}tan"):
-            assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [m.span() for m in honorifics._title.finditer(text)]
+            assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [
+                m.span() for m in honorifics._title.finditer(text)
+            ]

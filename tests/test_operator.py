@@ -124,7 +124,9 @@ def test_a_batch_job_gets_timestamped_progress_lines_and_a_json_summary(hospital
     summary = json.loads(result.stdout)  # stdout is the summary alone
     assert summary["run_id"] == 1 and summary["notes"] == 5 and summary["done"] == 5 and summary["kind"] == "run"
     progress = [line for line in result.stderr.splitlines() if re.match(rf"{STAMP} run", line)]
-    assert progress and all(re.fullmatch(rf"{STAMP} run( 1)?: [\d,]+ of 5 notes(, [\d,]+ notes/s)?(, finished)?", line) for line in progress), result.stderr
+    assert progress and all(
+        re.fullmatch(rf"{STAMP} run( 1)?: [\d,]+ of 5 notes(, [\d,]+ notes/s)?(, finished)?", line) for line in progress
+    ), result.stderr
     assert len(progress) >= 2 and progress[-1][21:].startswith("run 1: 5 of 5 notes") and progress[-1].endswith(", finished")
     assert all(re.match(STAMP, line) for line in result.stderr.splitlines()), "every log line carries its time"
     logged = log.read_text()
@@ -161,6 +163,7 @@ def test_the_library_never_configures_logging():
 
 
 # ---- PHI printed only where a flag asks ---------------------------------------------------------
+
 
 def annotated(tmp_path: Path) -> Path:
     """A tiny PhysioNet-format corpus with a phrase no detector finds ("the", marked a place)."""
@@ -209,6 +212,7 @@ def test_audit_leaks_json_is_an_array_empty_when_clean(hospital):
 
 # ---- a pinned install -----------------------------------------------------------------------------
 
+
 def test_constraints_pin_every_dependency_and_ci_runs_the_readmes_test_command():
     import re
     import tomllib
@@ -252,7 +256,11 @@ def test_a_terminal_gets_the_progress_bar_not_progress_lines(hospital):
     import os
     import re
 
-    result = subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(hospital), "-w", "1", "--progress-interval", "0"],
-                            capture_output=True, text=True, env={**os.environ, "TTY_COMPATIBLE": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "anonymizer", "run", "-c", str(hospital), "-w", "1", "--progress-interval", "0"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TTY_COMPATIBLE": "1"},
+    )
     assert result.returncode == 0, result.stderr
     assert not re.search(rf"{STAMP} run", result.stderr)

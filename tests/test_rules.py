@@ -91,7 +91,9 @@ def test_a_name_already_defined_is_a_one_line_error_naming_both_files(tmp_path: 
         build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])
     message = str(error.value)
     assert "\n" not in message and f"{kind} is defined twice" in message
-    assert str(tmp_path / filename) in message and ("patterns.toml" in message.split(" and ")[0] or "context.toml" in message.split(" and ")[0])
+    assert str(tmp_path / filename) in message and (
+        "patterns.toml" in message.split(" and ")[0] or "context.toml" in message.split(" and ")[0]
+    )
 
 
 def test_a_duplicate_in_a_run_stops_it_with_exit_2(tmp_path: Path) -> None:

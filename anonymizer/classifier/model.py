@@ -222,7 +222,8 @@ class SvmDetector:
         if group == "word":
             numbers = self._word_numbers
             if len(numbers) < first + len(new):
-                numbers = self._word_numbers = np.concatenate([numbers, np.zeros(self._sums[group].shape[1] - len(numbers), dtype=np.int64)])
+                padding = np.zeros(self._sums[group].shape[1] - len(numbers), dtype=np.int64)
+                numbers = self._word_numbers = np.concatenate([numbers, padding])
             numbers[first : first + len(new)] = [-1 if w is None else self._numbers.get(w.lower(), -1) for w in new]
 
     def values(self, slots: Mapping[str, Sequence]) -> np.ndarray:
@@ -287,7 +288,9 @@ class SvmDetector:
         """Add to `out` the weights of each note's marks (features.Marks)."""
         at = np.fromiter(chain.from_iterable(at for at, _ in marks), dtype=np.intp)
         at += np.repeat(np.cumsum([0, *sizes[:-1]]), [len(at) for at, _ in marks])  # the note's first row
-        rows = np.fromiter(map(self.model.index.get, chain.from_iterable(names for _, names in marks), repeat(-1)), dtype=np.intp, count=len(at))
+        rows = np.fromiter(
+            map(self.model.index.get, chain.from_iterable(names for _, names in marks), repeat(-1)), dtype=np.intp, count=len(at)
+        )
         known = rows >= 0
         at, weights = at[known], self.model.matrix[rows[known]]
         for k in range(out.shape[1]):

@@ -44,7 +44,7 @@ def train(
             for c in corpora
         ],
         "tokens": sum(len(n.tokens) for n in dataset.notes),
-        "phi_tokens": sum(sum(1 for l in n.labels if l != "O") for n in dataset.notes),
+        "phi_tokens": sum(sum(1 for label in n.labels if label != "O") for n in dataset.notes),
         "options": options.as_dict(),
         "command": command,
     }

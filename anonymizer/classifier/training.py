@@ -256,7 +256,7 @@ def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str,
     names = fitted.vectorizer.get_feature_names_out()
     heads = {name: _head(est, names) for name, est in fitted.estimators.items()}
     if options.mode == "binary" and "category" not in heads:
-        labels = sorted({l for data in notes for l in data.labels if l != "O"}) or ["NAME"]
+        labels = sorted({label for data in notes for label in data.labels if label != "O"}) or ["NAME"]
         heads["category"] = {"classes": labels[:1], "intercept": [0.0], "weights": {}}
     return {
         "format": FORMAT,

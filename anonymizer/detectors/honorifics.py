@@ -99,7 +99,9 @@ class HonorificDetector:
             if path.is_file():
                 added = read_toml(path)
                 if set(added) - EXTRA_HONORIFIC_KEYS:
-                    raise ConfigError(f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)} (an extra file adds honorific and stop_words)")
+                    raise ConfigError(
+                        f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)} (an extra file adds honorific and stop_words)"
+                    )
                 _add_honorifics(honorifics, added.get("honorific", []), path)
                 stop_words += added.get("stop_words", [])
 
@@ -203,7 +205,9 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
         name = entry["name"].casefold()
         if name in honorifics:
             first = honorifics[name].origin
-            raise ConfigError(f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}"))
+            raise ConfigError(
+                f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}")
+            )
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
         honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path))
 
@@ -214,5 +218,5 @@ def _title_pattern(titles: str, space: str) -> str:
 
 
 def _capitalised(word: str) -> bool:
-    """"Tan", "McDonald", "O'Brien": case carries information, unlike "TAN" in an all-caps note."""
+    """ "Tan", "McDonald", "O'Brien": case carries information, unlike "TAN" in an all-caps note."""
     return word[:1].isupper() and not word.isupper()

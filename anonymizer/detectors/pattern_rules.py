@@ -113,7 +113,10 @@ class ContextException:
         if self.before is None and self.after is None:
             return True
         return bool(
-            (self.before is not None and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None))
+            (
+                self.before is not None
+                and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None)
+            )
             or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW, timeout=left if after_timed else None))
         )
 
@@ -208,7 +211,9 @@ def _require(entry: Mapping, keys: Sequence[str], kind: str, path: Path) -> None
 
 def rule_files(rules_dir: Path, extra: Sequence[Path] = ()) -> list[Path]:
     """The rule files read, in order: RULE_FILES of `rules_dir`, then those present in each extra folder."""
-    return [rules_dir / name for name in RULE_FILES] + [folder / name for folder in extra for name in RULE_FILES if (folder / name).is_file()]
+    return [rules_dir / name for name in RULE_FILES] + [
+        folder / name for folder in extra for name in RULE_FILES if (folder / name).is_file()
+    ]
 
 
 # (file, [[pattern]] entry, date style slots, the tables declaring the rule's prechecks)
@@ -288,7 +293,6 @@ def _lower(source: str) -> dict[str, regex.Pattern[str] | float | None]:
     return {"lowered": pattern, "steps": math.inf if pattern is None else work_bound(pattern.pattern)}
 
 
-
 def _exception(path: Path, entry: Mapping, components: Mapping[str, str], rule_names: set[str]) -> ContextException:
     name = entry["name"]
     where = f"{path}: exception '{name}'"
@@ -343,4 +347,3 @@ def _compile(source: str, where: str) -> regex.Pattern[str]:
         return regex.compile(source)
     except regex.error as error:
         raise ConfigError(f"{where}: invalid expression: {error}") from None
-

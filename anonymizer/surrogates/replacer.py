@@ -634,7 +634,12 @@ class SurrogateReplacer:
                 i += 1
                 continue
             j = i  # a run of place words joined by spaces
-            while j + 2 < len(tokens) and tokens[j + 1].isspace() and tokens[j + 2][0].isalpha() and tokens[j + 2].casefold() not in KEEP_PLACE_WORDS:
+            while (
+                j + 2 < len(tokens)
+                and tokens[j + 1].isspace()
+                and tokens[j + 2][0].isalpha()
+                and tokens[j + 2].casefold() not in KEEP_PLACE_WORDS
+            ):
                 j += 2
             phrase = "".join(tokens[i : j + 1])
             before = tokens[i - 2].casefold() if i >= 2 else ""
