@@ -29,11 +29,11 @@ _EXPORTS = {
     "CATEGORIES": "anonymizer.spans",
     # its settings
     "Config": "anonymizer.config",
-    "ConfigError": "anonymizer.config",
+    "ConfigError": "anonymizer.settings",
     "load_config": "anonymizer.config",
-    "DetectorsConfig": "anonymizer.config",
-    "ClassifierConfig": "anonymizer.config",
-    "ReplaceConfig": "anonymizer.config",
+    "DetectorsConfig": "anonymizer.settings",
+    "ClassifierConfig": "anonymizer.settings",
+    "ReplaceConfig": "anonymizer.settings",
     # the detector catalogue
     "DETECTORS": "anonymizer.registry",
     "register_detector": "anonymizer.registry",
@@ -46,9 +46,10 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
     from anonymizer.api import DeidentificationFailed, Deidentified, Deidentifier
-    from anonymizer.config import ClassifierConfig, Config, ConfigError, DetectorsConfig, ReplaceConfig, load_config
+    from anonymizer.config import Config, load_config
     from anonymizer.record import Note, NoteResult, PatientRecord
     from anonymizer.registry import DETECTORS, BuildContext, DetectorEntry, DetectorRegistry, register_detector
+    from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
     from anonymizer.spans import CATEGORIES, MergedSpan, Span
 
 

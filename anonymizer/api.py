@@ -16,10 +16,11 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from anonymizer.config import ClassifierConfig, Config, DetectorsConfig, ReplaceConfig
+from anonymizer.config import Config
 from anonymizer.pipeline import Pipeline, anonymize_patient, build_pipeline
 from anonymizer.record import Note, NoteResult, PatientRecord, empty_record
 from anonymizer.registry import DetectorRegistry
+from anonymizer.settings import ClassifierConfig, DetectorsConfig, ReplaceConfig
 from anonymizer.spans import MergedSpan
 
 

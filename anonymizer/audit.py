@@ -17,12 +17,13 @@ from typing import Iterator
 import regex
 import sqlalchemy as sa
 
-from anonymizer.config import Config, ConfigError, DetectorsConfig, read_text_file
+from anonymizer.config import Config
 from anonymizer.detectors import Detector
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.normalize import normalize
 from anonymizer.registry import record_detectors
 from anonymizer.resources import data_dir
+from anonymizer.settings import ConfigError, DetectorsConfig, read_text_file
 from anonymizer.source import Source
 from anonymizer.spans import CATEGORIES
 from anonymizer.target import Target

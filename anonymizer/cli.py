@@ -12,8 +12,8 @@ import os
 import shlex
 import sys
 import time
-from importlib import metadata
 from concurrent.futures.process import BrokenProcessPool
+from importlib import metadata
 from pathlib import Path
 from typing import Optional, TextIO
 
@@ -25,9 +25,12 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from anonymizer import audit
-from anonymizer.config import Config, ConfigError, load_config, read_text_file
+from anonymizer.config import Config, load_config
 from anonymizer.parallel import default_workers
-from anonymizer.run import RunSummary, reprocess as reprocess_job, run as run_job
+from anonymizer.run import RunSummary
+from anonymizer.run import reprocess as reprocess_job
+from anonymizer.run import run as run_job
+from anonymizer.settings import ConfigError, read_text_file
 from anonymizer.source import DBAPIError, database_error
 from anonymizer.spans import CATEGORIES
 from anonymizer.target import Target
@@ -542,10 +545,10 @@ def evaluate(
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
     from anonymizer.classifier.training import DEFAULT_THRESHOLD, TrainingOptions
-    from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.corpora import CorpusError, load_corpus
     from anonymizer.evaluate import format_report, run_evaluation
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
     try:
         gold = load_corpus(corpus)
@@ -576,8 +579,7 @@ def train(
     """Train the local-context SVM deterministically; the same inputs give the same model."""
     from anonymizer.classifier.train import train as train_model
     from anonymizer.classifier.training import TrainingOptions, rule_pipeline
-    from anonymizer.corpora import merge_lists
-    from anonymizer.corpora import CorpusError, load_corpus
+    from anonymizer.corpora import CorpusError, load_corpus, merge_lists
     from anonymizer.scoring import format_categories, format_curve, format_rows
 
     if mode not in ("multiclass", "binary"):

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from anonymizer.budget import NoteBudget, check, spending
-from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.patterns import PatternDetector
-from anonymizer.normalize import VERSION as VIEW_VERSION, NormalizedText, normalize
+from anonymizer.normalize import VERSION as VIEW_VERSION
+from anonymizer.normalize import NormalizedText, normalize
 from anonymizer.record import Note, NoteResult, PatientRecord
 from anonymizer.registry import DETECTORS, SHIPPED, BuildContext, DetectorRegistry
 from anonymizer.replace import replace_with_tags
 from anonymizer.resources import data_dir
 from anonymizer.rules import extra_files, extra_folders
+from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.spans import MergedSpan, Span, union
 
 log = logging.getLogger(__name__)

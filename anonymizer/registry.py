@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from anonymizer.config import ClassifierConfig, DetectorsConfig
 from anonymizer.detectors import Detector
 from anonymizer.detectors.honorifics import HonorificDetector
 from anonymizer.detectors.lists import ListDetector
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.values import RecordValues
+from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
 if TYPE_CHECKING:
     import regex

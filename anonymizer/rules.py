@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from anonymizer.config import ConfigError
+from anonymizer.settings import ConfigError
 
 # The files an extra folder may hold, each adding to the packaged file of the same name.
 EXTRA_FILES = ("patterns.toml", "dates.toml", "context.toml", "honorifics.toml", "common_words.txt", "name_connectors.txt")
@@ -62,11 +62,11 @@ def describe(
 
     The configuration's parts (DetectorsConfig, [[lists]], [patients], [classifier]) are optional:
     without them the defaults.  Nothing is read from a database and no model is loaded."""
-    from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.detectors.honorifics import HonorificDetector
     from anonymizer.detectors.patterns import PatternDetector
     from anonymizer.registry import DETECTORS
     from anonymizer.resources import data_dir
+    from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
     detectors = DetectorsConfig() if detectors is None else detectors
     classifier = ClassifierConfig() if classifier is None else classifier

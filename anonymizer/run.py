@@ -14,10 +14,10 @@ from typing import Callable, Collection, Mapping, Sequence
 
 import sqlalchemy as sa
 
-from anonymizer.config import Config, ConfigError
+from anonymizer.config import Config
 from anonymizer.parallel import processed_batches, processed_patients
-from anonymizer.record import NoteResult
-from anonymizer.record import empty_record
+from anonymizer.record import NoteResult, empty_record
+from anonymizer.settings import ConfigError
 from anonymizer.source import Batch, Source, _typed
 from anonymizer.target import Held, Target
 from anonymizer.worker import RunSummary, prepare, settle_ids

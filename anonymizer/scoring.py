@@ -23,13 +23,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import regex
 
 from anonymizer.corpora import Corpus, GoldNote
 from anonymizer.record import PatientRecord, empty_record
-from anonymizer.spans import Span
+from anonymizer.spans import TOKEN, Span
 
-TOKEN = regex.compile(r"[^\W_]+")
 Predict = Callable[[str, PatientRecord], list[Span]]
 CURVE_THRESHOLDS = tuple(round(float(t), 2) for t in np.arange(-1.0, 0.01, 0.05)) + (0.2, 0.4)
 

@@ -23,8 +23,9 @@ import sqlalchemy as sa
 from dateutil import parser as date_parser
 from sqlalchemy.exc import DBAPIError
 
-from anonymizer.config import Config, ConfigError, ListConfig
+from anonymizer.config import Config, ListConfig
 from anonymizer.record import FIELDS, Note, PatientRecord, empty_record
+from anonymizer.settings import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+import regex
+
 from anonymizer.pickling import by_fields
+
+# A token: a run of letters and digits, the unit in which spans are scored and features counted.
+TOKEN = regex.compile(r"[^\W_]+")
 
 # Replacement tags, and the priority used when merged spans disagree on a category: the first
 # category in this tuple wins.  The patient's own identity comes first (it is what a re-identifier

@@ -23,9 +23,9 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from anonymizer.config import ConfigError
 from anonymizer.record import NoteResult
 from anonymizer.resources import data_dir
+from anonymizer.settings import ConfigError
 from anonymizer.source import DBAPIError, connect, database_error, sqlite_file
 
 log = logging.getLogger(__name__)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from anonymizer.config import Config, ConfigError
+from anonymizer.config import Config
 from anonymizer.detectors.lists import load_list_file
 from anonymizer.pipeline import Pipeline, anonymize_patient, build_pipeline
-from anonymizer.record import NoteResult
-from anonymizer.record import Note
+from anonymizer.record import Note, NoteResult
 from anonymizer.registry import DetectorRegistry
+from anonymizer.settings import ConfigError
 from anonymizer.source import Batch, Source
 from anonymizer.target import DUPLICATE_REASON, Held
 

@@ -134,7 +134,7 @@ ADVERSARIAL = {
 }
 ONE_NOTE = """
 import base64, random, sys
-from anonymizer.config import ClassifierConfig, DetectorsConfig
+from anonymizer.settings import ClassifierConfig, DetectorsConfig
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 size = int(sys.argv[2])

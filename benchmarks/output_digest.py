@@ -16,11 +16,12 @@ import itertools
 from collections import defaultdict
 from pathlib import Path
 
-from anonymizer.config import ClassifierConfig, DetectorsConfig, load_config
+from anonymizer.config import load_config
 from anonymizer.corpora import load_physionet
 from anonymizer.pipeline import Pipeline, anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.run import prepare
+from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PHYSIONET = ROOT.parent / "shared" / "corpora" / "physionet-nursing"

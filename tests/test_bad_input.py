@@ -20,7 +20,7 @@ from anonymizer.config import load_config
 from anonymizer.run import run
 from anonymizer.spans import Span
 from tests.conftest import create_hospital
-from tests.servers import anonymized, reference_run, check_every_note_once, execute, kind_of, query, write_config
+from tests.servers import anonymized, check_every_note_once, execute, kind_of, query, reference_run, write_config
 
 runner = CliRunner()
 

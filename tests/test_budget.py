@@ -14,10 +14,10 @@ import pytest
 import regex
 
 from anonymizer.budget import NoteBudget, NoteTimeout, check, remaining, spending
-from anonymizer.config import ClassifierConfig, DetectorsConfig
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.resources import data_dir
+from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
 RECORD = PatientRecord("1", names=("José", "O'Brien"))
 ENDLESS = regex.compile(r"(?:a|aa)+\d")  # about 1.6^n steps on n a's followed by no digit

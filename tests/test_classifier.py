@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import Tokens
@@ -18,12 +19,12 @@ from anonymizer.classifier.model import (
     DEFAULT_MODEL,
     Model,
     SvmDetector,
-    rule_categories,
     joined_run,
     load_detector,
+    load_model,
+    rule_categories,
     vetoed,
     weakest_part,
-    load_model,
 )
 from anonymizer.classifier.policy import load_policy
 from anonymizer.classifier.train import train
@@ -34,9 +35,9 @@ from anonymizer.classifier.training import (
     fit_estimators,
     label_tokens,
 )
-from anonymizer.config import ClassifierConfig
 from anonymizer.corpora import Corpus, GoldNote
 from anonymizer.record import PatientRecord
+from anonymizer.settings import ClassifierConfig
 from anonymizer.spans import Span, union
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "physionet-nursing"
@@ -203,8 +204,8 @@ def test_shipped_model_loads_and_runs():
 def test_a_title_that_is_an_ordinary_word_stands_only_where_the_classifier_agrees():
     if not DEFAULT_MODEL.is_file():
         pytest.skip("no shipped model")
-    from anonymizer.config import DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import DetectorsConfig
 
     pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig())
     text = "pt received general ventilator management overnight"
@@ -217,8 +218,8 @@ def test_a_title_that_is_an_ordinary_word_stands_only_where_the_classifier_agree
 def test_the_classifiers_dates_obey_the_rules_context_exceptions():
     if not DEFAULT_MODEL.is_file():
         pytest.skip("no shipped model")
-    from anonymizer.config import DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import DetectorsConfig
 
     text = "- gout, last flare 3/12 ago\nrecent travel to Perth 3/12 ago\nGCS 15/15"
     record = PatientRecord("1")
@@ -265,7 +266,7 @@ def test_a_title_is_never_taken_for_a_name():
 
 
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):
-    from anonymizer.config import ConfigError
+    from anonymizer.settings import ConfigError
 
     with pytest.raises(ConfigError):
         load_detector(ClassifierConfig(model=str(tmp_path / "none.json.gz")), {})
@@ -388,8 +389,8 @@ def _rules_with_policy(tmp_path: Path, text: str) -> Path:
     ],
 )
 def test_an_unknown_rule_or_heuristic_in_the_policy_stops_the_pipeline_with_one_line(tmp_path, policy, message):
-    from anonymizer.config import ConfigError, DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import ConfigError, DetectorsConfig
 
     rules = _rules_with_policy(tmp_path, policy)
     with pytest.raises(ConfigError) as raised:
@@ -400,8 +401,8 @@ def test_an_unknown_rule_or_heuristic_in_the_policy_stops_the_pipeline_with_one_
 
 
 def test_the_policy_of_the_pipelines_rules_is_the_one_the_detector_runs(tmp_path):
-    from anonymizer.config import DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import DetectorsConfig
 
     if not DEFAULT_MODEL.is_file():
         pytest.skip("no shipped model")

@@ -1,6 +1,7 @@
 import pytest
 
-from anonymizer.config import ConfigError, load_config, parse_config
+from anonymizer.config import load_config, parse_config
+from anonymizer.settings import ConfigError
 from anonymizer.source import Source
 
 BASE = {
@@ -75,8 +76,8 @@ def test_schema_mismatch_names_the_table_or_column(hospital, old, new, message):
 
 
 def test_an_unknown_detector_name_is_refused_before_anything_is_built():
-    from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
     with pytest.raises(ConfigError, match="detectors.disabled: unknown detector 'regexes'"):
         build_pipeline(DetectorsConfig(disabled=("regexes",)), {}, ClassifierConfig(enabled=False))

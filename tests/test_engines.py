@@ -17,7 +17,7 @@ from anonymizer.cli import app
 from anonymizer.config import load_config
 from anonymizer.source import Source
 from tests.conftest import NOTES, create_hospital
-from tests.servers import anonymized, reference_run, check_every_note_once, execute, query, write_config
+from tests.servers import anonymized, check_every_note_once, execute, query, reference_run, write_config
 
 runner = CliRunner()
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from anonymizer.corpora import Corpus, GoldNote
 from anonymizer.classifier.crossval import cross_validate
-from anonymizer.scoring import Counts, evaluate, overlap_mask, score_notes, tokenize
+from anonymizer.corpora import Corpus, GoldNote
 from anonymizer.record import PatientRecord
+from anonymizer.scoring import Counts, evaluate, overlap_mask, score_notes, tokenize
 from anonymizer.spans import Span
 
 #        0         1         2         3         4

@@ -9,7 +9,8 @@ import tracemalloc
 
 import pytest
 import regex
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.classifier.features import (
     _LABEL,
@@ -19,8 +20,8 @@ from anonymizer.classifier.features import (
     PhraseMatcher,
     Tokens,
     capitalisation,
-    chunk_shape,
     chunk_keys,
+    chunk_shape,
     number_band,
     ratio_bands,
     section_headings,

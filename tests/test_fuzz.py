@@ -13,12 +13,13 @@ import os
 import random
 import tracemalloc
 
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from anonymizer.config import ClassifierConfig, DetectorsConfig
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.replace import replace_with_tags
+from anonymizer.settings import ClassifierConfig, DetectorsConfig
 from anonymizer.spans import CATEGORIES, MergedSpan, Span, union
 
 LISTS = {"DOCTOR": ["Healey", "K H Tan"], "HOSPITAL": ["Singapore General Hospital"], "LOCATION": ["Lorong Lew Lian"]}

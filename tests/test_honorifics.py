@@ -2,7 +2,8 @@ import re
 
 import pytest
 import regex
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.detectors.honorifics import ASCII_SPACE, SPACE, Honorific, HonorificDetector
 from anonymizer.record import PatientRecord

@@ -106,6 +106,11 @@ def test_layers_of_the_run_and_of_the_classifier():
     assert not any(m.startswith("anonymizer.classifier") for m in reaches("anonymizer.scoring"))
     for lower in ("anonymizer.classifier.training", "anonymizer.classifier.crossval"):
         assert not {"anonymizer.evaluate", "anonymizer.classifier.train", "anonymizer.cli"} & reaches(lower)
+    # the detection core takes plain settings (anonymizer.settings) and knows no configuration file
+    parts = ("anonymizer.detectors.", "anonymizer.surrogates.")
+    core = ["anonymizer.pipeline", "anonymizer.registry", *(m for m in graph if m.startswith(parts))]
+    for module in core:
+        assert "anonymizer.config" not in reaches(module), module
 
 
 def test_no_function_shadows_a_submodule_of_its_package():

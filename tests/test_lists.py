@@ -1,7 +1,8 @@
 import logging
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.detectors.lists import ListDetector, load_list_file
 from anonymizer.record import PatientRecord

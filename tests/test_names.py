@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.detectors.names import RecordNames
 from anonymizer.record import PatientRecord

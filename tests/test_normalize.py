@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from anonymizer.cli import app
-from anonymizer.config import ClassifierConfig, DetectorsConfig, ReplaceConfig, load_config
+from anonymizer.config import load_config
 from anonymizer.normalize import INVISIBLE, MAX_MARKS, normalize
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.run import run
+from anonymizer.settings import ClassifierConfig, DetectorsConfig, ReplaceConfig
 from tests.conftest import CONFIG, NOTES, create_hospital
 
 runner = CliRunner()

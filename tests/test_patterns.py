@@ -15,6 +15,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anonymizer.budget import NoteBudget, NoteTimeout, spending
 from anonymizer.detectors.pattern_rules import (
     RULE_FILES,
     ContextException,
@@ -28,7 +29,6 @@ from anonymizer.detectors.pattern_rules import (
 )
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.regex_analysis import UNTIMED_STEPS, numeric_runs
-from anonymizer.budget import NoteBudget, NoteTimeout, spending
 from anonymizer.record import empty_record
 from anonymizer.resources import data_dir
 from anonymizer.spans import CATEGORIES, union

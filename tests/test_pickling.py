@@ -1,8 +1,7 @@
 import datetime as dt
 import pickle
 
-from anonymizer.record import NoteResult
-from anonymizer.record import Note, PatientRecord
+from anonymizer.record import Note, NoteResult, PatientRecord
 from anonymizer.spans import MergedSpan
 
 

@@ -11,10 +11,11 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from anonymizer.cli import app
-from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, load_config
+from anonymizer.config import load_config
 from anonymizer.pipeline import build_pipeline
 from anonymizer.record import empty_record
 from anonymizer.run import run
+from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig
 from tests.conftest import CONFIG, create_hospital
 
 MRN = "KH/2019/004417"  # a hospital's own record number: no packaged rule knows this shape

@@ -1,4 +1,5 @@
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.replace import replace_with_tags
 from anonymizer.spans import CATEGORIES, MergedSpan, Span, union

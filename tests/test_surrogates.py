@@ -17,15 +17,16 @@ from typer.testing import CliRunner
 
 from anonymizer import audit
 from anonymizer.cli import app
-from anonymizer.config import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig, load_config, parse_config
-from anonymizer.registry import record_detectors
+from anonymizer.config import load_config, parse_config
 from anonymizer.detectors.names import RecordNames
 from anonymizer.detectors.pattern_rules import load_rules, nric_checksum
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
+from anonymizer.registry import record_detectors
 from anonymizer.resources import data_dir
 from anonymizer.run import run
+from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.source import Source
 from anonymizer.spans import MergedSpan, union
 from anonymizer.surrogates import (

@@ -19,8 +19,9 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from anonymizer.cli import app
-from anonymizer.config import ConfigError, load_config
+from anonymizer.config import load_config
 from anonymizer.run import run
+from anonymizer.settings import ConfigError
 from anonymizer.source import database_error
 from anonymizer.target import LOCKED, Target, WriterLock
 from tests.conftest import create_hospital

@@ -2,7 +2,8 @@ import datetime as dt
 
 import pytest
 import regex
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.detectors.values import _PHONE_GAP, RecordValues, _skeleton

@@ -43,7 +43,7 @@ from rapidfuzz.distance import Levenshtein
 
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
-from anonymizer.scoring import TOKEN  # a token: the unit evaluation counts, defined there once
+from anonymizer.spans import TOKEN
 
 # A note split at its tokens (``[^\W_]+``, captured): gap, token, gap, ..., token, gap.  In an
 # ASCII note, where the token class is exactly [A-Za-z0-9], the standard library's engine splits

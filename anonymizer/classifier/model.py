@@ -37,8 +37,8 @@ from anonymizer.budget import check
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
-from anonymizer.config import ClassifierConfig, ConfigError
 from anonymizer.record import PatientRecord
+from anonymizer.settings import ClassifierConfig, ConfigError
 from anonymizer.spans import CATEGORIES, Span
 
 FORMAT = "anonymizer-svm/1"

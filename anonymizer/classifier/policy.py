@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from anonymizer.config import ConfigError
 from anonymizer.resources import data_dir
+from anonymizer.settings import ConfigError
 
 POLICY_FILE = "classifier.toml"
 # heuristic -> what its value may be; propagate: the score above which a name spreads (false: off)

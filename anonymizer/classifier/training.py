@@ -290,7 +290,7 @@ def save_model(model: Mapping, out: Path) -> bytes:
 
 def rule_pipeline(lists: Mapping[str, Sequence[str]]):
     """The rule detectors of the default configuration with these lists (classifier off)."""
-    from anonymizer.config import ClassifierConfig, DetectorsConfig
     from anonymizer.pipeline import build_pipeline
+    from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
     return build_pipeline(DetectorsConfig(), lists, ClassifierConfig(enabled=False))

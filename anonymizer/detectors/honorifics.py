@@ -17,10 +17,10 @@ from typing import Iterable, NamedTuple, Sequence
 
 import regex
 
-from anonymizer.config import ConfigError
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
+from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
 
 # A name does not continue over a line break: the next line of a note is usually a new field.

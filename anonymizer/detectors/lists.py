@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from anonymizer.config import read_text_file
 from anonymizer.record import PatientRecord
+from anonymizer.settings import read_text_file
 from anonymizer.spans import CATEGORIES, Span
 
 logger = logging.getLogger(__name__)

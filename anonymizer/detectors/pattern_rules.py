@@ -25,8 +25,8 @@ from pathlib import Path
 import regex
 
 from anonymizer.budget import remaining
-from anonymizer.config import ConfigError
 from anonymizer.detectors.regex_analysis import UNTIMED_STEPS, lowered, numeric, standard, work_bound
+from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES
 
 RULE_FILES = ("patterns.toml", "dates.toml", "context.toml")

@@ -20,7 +20,6 @@ from pathlib import Path
 import regex
 
 from anonymizer.budget import remaining
-from anonymizer.config import ConfigError
 from anonymizer.detectors.pattern_rules import (
     Precheck,
     Rule,
@@ -31,6 +30,7 @@ from anonymizer.detectors.regex_analysis import (
     numeric_runs,
 )
 from anonymizer.record import PatientRecord
+from anonymizer.settings import ConfigError
 from anonymizer.spans import Span
 
 

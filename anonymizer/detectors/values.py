@@ -13,13 +13,12 @@ with an offset map, and each value is looked up in it by `str.find`, with bounda
 from __future__ import annotations
 
 import datetime as dt
+import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 from typing import Iterable, Iterator, Sequence
-
-import re
 
 import regex
 from dateutil import parser as dateutil_parser

@@ -15,12 +15,12 @@ from typing import Sequence
 import regex
 from rapidfuzz.distance import Levenshtein
 
-from anonymizer.config import ConfigError, ReplaceConfig
 from anonymizer.detectors.names import SHORT, RecordNames
 from anonymizer.detectors.values import ADDRESS_WORDS, STREET_AFTER, STREET_BEFORE, RecordValues
 from anonymizer.normalize import normalize
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
+from anonymizer.settings import ConfigError, ReplaceConfig
 from anonymizer.spans import MergedSpan
 from anonymizer.surrogates.dates import (
     DAYS_PER_MONTH,
