@@ -215,17 +215,7 @@ DETECTORS = DetectorRegistry(
 SHIPPED = DETECTORS.signature()
 
 
-def register_detector(
-    name: str,
-    build: Callable[[BuildContext], Any],
-    *,
-    finds: str = "",
-    stage: str = RULES,
-    version: str = "",
-    before: str | None = None,
-) -> DetectorEntry:
-    """Add a detector factory to the catalogue every pipeline is built from (see :data:`DETECTORS`).
-
-    A process pool's workers build their own pipeline: under ``spawn`` they must register the
-    same detectors (in a module they import), or the run stops at the digest check."""
-    return DETECTORS.register(name, build, finds=finds, stage=stage, version=version, before=before)
+# Add a detector factory to the catalogue every pipeline is built from (DETECTORS.register).  A
+# process pool's workers build their own pipeline: under ``spawn`` they must register the same
+# detectors (in a module they import), or the run stops at the digest check.
+register_detector = DETECTORS.register
