@@ -122,7 +122,7 @@ def describe(
 # The record's fields (config [patients]) and the category of what they find.
 RECORD_FIELDS = {
     "names": "PATIENT",
-    "relatives": "PATIENT",
+    "relatives": "RELATIVE",
     "identifiers": "ID",
     "phones": "PHONE",
     "dates": "DATE",

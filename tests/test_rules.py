@@ -173,3 +173,20 @@ def test_a_broken_extra_file_is_a_one_line_error_naming_it(tmp_path: Path, filen
     with pytest.raises(ConfigError, match=re.escape(message)) as error:
         build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])
     assert "\n" not in str(error.value)
+
+
+def test_the_record_fields_are_described_with_the_categories_their_detector_gives():
+    from anonymizer.detectors.patterns import PatternDetector
+    from anonymizer.record import PatientRecord
+    from anonymizer.registry import record_detectors
+    from anonymizer.resources import data_dir
+    from anonymizer.rules import RECORD_FIELDS
+
+    rules = data_dir("rules")
+    detectors = record_detectors(rules, 0.33, PatternDetector.from_rules(rules).date_pattern)
+    record = PatientRecord("p1", names=("Antonette Brucer",), relatives=("Kumaravel Pillai",), identifiers=("S1234567D",))
+    text = "Antonette seen with Kumaravel, NRIC S1234567D"
+    found = {text[s.start : s.end]: s.category for d in detectors for s in d(text, record)}
+    assert found["Antonette"] == RECORD_FIELDS["names"]
+    assert found["Kumaravel"] == RECORD_FIELDS["relatives"]
+    assert found["S1234567D"] == RECORD_FIELDS["identifiers"]
