@@ -53,12 +53,6 @@ class Pipeline:
     def rule_spans(self, text: str, record: PatientRecord) -> list[Span]:
         return [span for detector in self.detectors for span in detector(text, record)]
 
-    def find_spans(self, text: str, record: PatientRecord) -> list[Span]:
-        spans = self.rule_spans(text, record)
-        if self.classifier is not None:
-            spans = _classify_one(self.classifier, text, record, spans)
-        return spans
-
     def source_digest(self, text: str, record: PatientRecord) -> str:
         """What a note's output depends on: its text, its patient's record and the pipeline."""
         return hashlib.sha256("\x1f".join((self.digest, record.digest(), text)).encode()).hexdigest()

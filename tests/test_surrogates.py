@@ -82,7 +82,7 @@ def pipeline(monkeypatch, secret: str = SECRET_ONE, config: ReplaceConfig = SURR
 
 def pairs(pipe, note: Note, record: PatientRecord = RECORD) -> list[tuple[str, str, str]]:
     """(category, original, surrogate) for each merged span of a note."""
-    merged = union(pipe.find_spans(note.text, record))
+    merged = anonymize_patient(record, [note], pipe)[0].spans  # what a run merges, view and budget included
     values = pipe.replace.surrogates(note.text, merged, record)
     return [(s.category, note.text[s.start : s.end], v) for s, v in zip(merged, values)]
 
