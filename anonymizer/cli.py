@@ -542,22 +542,33 @@ def evaluate(
     threshold: Optional[float] = typer.Option(None, help="Decision threshold (default: the model's)."),
     missed: bool = typer.Option(False, "--show-missed/--no-missed", help="Also print the missed phrases (they quote notes: PHI)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
+    lockbox: bool = typer.Option(
+        False, "--lockbox", help="Cross-validate the tuning part and score the lockbox (patient ids divisible by 3) with a model trained on it."
+    ),
+    tuning: bool = typer.Option(False, "--tuning", help="Score the tuning part only (the lockbox's patients left out)."),
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
     from anonymizer.classifier.training import DEFAULT_THRESHOLD, TrainingOptions
-    from anonymizer.corpora import CorpusError, load_corpus
+    from anonymizer.corpora import CorpusError, load_corpus, split_lockbox
     from anonymizer.evaluate import format_report, run_evaluation
     from anonymizer.pipeline import build_pipeline
     from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
+    if lockbox and (tuning or model):
+        raise fail("--lockbox trains its own model on the tuning part: it takes neither --tuning nor --model")
     try:
         gold = load_corpus(corpus)
-        classifier = ClassifierConfig(enabled=not cv, model=str(model) if model else None, threshold=threshold)
+        if tuning:
+            gold = split_lockbox(gold)[0]
+        classifier = ClassifierConfig(enabled=not (cv or lockbox), model=str(model) if model else None, threshold=threshold)
         pipeline = build_pipeline(DetectorsConfig(), gold.lists, classifier)
     except (ConfigError, CorpusError, OSError) as exc:
         raise fail(str(exc)) from None
     options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
-    report = run_evaluation(gold, pipeline, cv=cv, options=options)
+    try:
+        report = run_evaluation(gold, pipeline, cv=cv, options=options, lockbox=lockbox)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     out.print(format_report(report, missed=missed), markup=False, highlight=False, soft_wrap=True)
     if not missed and report.get("missed"):
         out.print(f"\n{len(report['missed'])} missed phrase(s) not shown (they quote notes: --show-missed prints them)", highlight=False)

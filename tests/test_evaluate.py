@@ -105,3 +105,45 @@ def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(
     summary = result.summary()
     assert set(summary["rows"]) >= {"rules", "classifier", "union"}
     assert summary["curve"] and summary["rows"]["classifier"]["recall"] > 0.5
+
+
+def test_lockbox_split_is_by_patient_and_stable():
+    from anonymizer.corpora import in_lockbox, split_lockbox
+
+    assert [in_lockbox(p) for p in ("3", "9", "4", "11", " 15 ")] == [True, True, False, False, True]
+    assert in_lockbox("uuid-a") == in_lockbox("uuid-a")  # non-numeric ids: a stable hash
+    notes = [GoldNote(f"n{k}", str(k % 9), TEXT, GOLD) for k in range(18)]
+    tuning, box = split_lockbox(Corpus("c", notes, {}))
+    assert {n.patient_id for n in box.notes} == {"0", "3", "6"}
+    assert not {n.patient_id for n in tuning.notes} & {n.patient_id for n in box.notes}
+    assert len(tuning.notes) + len(box.notes) == len(notes)
+
+
+def test_lockbox_report_scores_the_lockbox_with_a_model_that_never_saw_it(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    from anonymizer.classifier import crossval
+    from anonymizer.classifier.training import TrainingOptions
+    from anonymizer.corpora import in_lockbox
+    from anonymizer.evaluate import format_report, run_evaluation
+
+    spec = importlib.util.spec_from_file_location("_synthetic", Path(__file__).with_name("test_classifier.py"))
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    corpus = helper.synthetic_corpus(notes=48)
+    trained_on: list[set[str]] = []
+    real_fit = crossval.fit
+
+    def spy(notes, options, lists=None):
+        trained_on.append({n.note.patient_id for n in notes})
+        return real_fit(notes, options, lists)
+
+    monkeypatch.setattr(crossval, "fit", spy)
+    report = run_evaluation(corpus, cv=3, options=TrainingOptions(c=0.5), lockbox=True)
+    assert len(trained_on) == 4  # three tuning folds, then the tuning part for the lockbox
+    assert not any(in_lockbox(p) for patients in trained_on for p in patients)
+    assert {"tuning: union", "lockbox: union"} <= set(report["rows"])
+    assert report["split"]["lockbox"]["patients"] == 4  # ids 0, 3, 6, 9 of 0..11
+    assert not {nid for nid, _, _ in report["missed"]} & {n.note_id for n in corpus.notes if in_lockbox(n.patient_id)}
+    assert "lockbox minus tuning part" in format_report(report)

@@ -142,37 +142,53 @@ def cross_validate(
 ) -> CVResult:
     """K-fold cross-validation grouped by patient (scikit-learn's GroupKFold: deterministic).
 
-    `dataset` is a :class:`anonymizer.classifier.training.Dataset`.  Each fold trains with
-    :func:`anonymizer.classifier.training.fit` on the other folds' patients (gazetteers included) and
-    scores its own notes with the run-time arithmetic of :class:`anonymizer.classifier.model.Model`.
-    """
+    `dataset` is a :class:`anonymizer.classifier.training.Dataset`; see :func:`held_out`."""
     from sklearn.model_selection import GroupKFold
 
+    splits = list(GroupKFold(folds).split(np.zeros(len(dataset.notes)), groups=dataset.groups))
+    return held_out(dataset, splits, options, rules, excused)
+
+
+def held_out(
+    dataset,
+    splits: Sequence[tuple[Sequence[int], Sequence[int]]],
+    options=None,
+    rules: Predict | None = None,
+    excused: Callable[[str, int, int, str], bool] | None = None,
+) -> CVResult:
+    """Each split's test notes scored by a model fitted on its training notes only.
+
+    Each split trains with :func:`anonymizer.classifier.training.fit` (gazetteers included) and
+    scores with the run-time arithmetic of :class:`anonymizer.classifier.model.Model`.  The result
+    holds the test notes of every split: all notes for cross-validation, the lockbox for one split
+    that trains on the tuning part."""
     options = options or TrainingOptions()
-    notes = dataset.notes
-    groups = [n.note.patient_id for n in notes]
+    tested = [i for _, test_idx in splits for i in test_idx]
+    notes = [dataset.notes[i] for i in tested]
     scores: list = [None] * len(notes)
     categories: list = [None] * len(notes)
     fold_of_note = [0] * len(notes)
     seconds = {"fit": 0.0, "score": 0.0}
     classes = frozenset(options.feature_classes)
-    for fold, (train_idx, test_idx) in enumerate(GroupKFold(folds).split(np.zeros(len(notes)), groups=groups)):
+    k = 0
+    for fold, (train_idx, test_idx) in enumerate(splits):
         t0 = time.perf_counter()
-        model = Model(fit([notes[i] for i in train_idx], options, dataset.lists))
+        model = Model(fit([dataset.notes[i] for i in train_idx], options, dataset.lists))
         t1 = time.perf_counter()
-        test = [notes[i] for i in test_idx]
+        test = [dataset.notes[i] for i in test_idx]
         gaz = gazetteer_features(test, model.gazetteers) if model.gazetteers else None
-        for j, i in enumerate(test_idx):
+        for j, data in enumerate(test):
             feats = [
                 [f for f in row if _feature_class(f) in classes] + (gaz[j][t] if gaz else [])
-                for t, row in enumerate(notes[i].base)
+                for t, row in enumerate(data.base)
             ]
             values, cats = model.score_rows(feats)
-            if notes[i].rule_cats is not None:  # as SvmDetector.analyse: a weak match stands whole or not at all
-                values = weakest_part(notes[i].note.text, notes[i].tokens, notes[i].rule_cats, values)
-            scores[i] = np.array(values)
-            categories[i] = cats
-            fold_of_note[i] = fold
+            if data.rule_cats is not None:  # as SvmDetector.analyse: a weak match stands whole or not at all
+                values = weakest_part(data.note.text, data.tokens, data.rule_cats, values)
+            scores[k] = np.array(values)
+            categories[k] = cats
+            fold_of_note[k] = fold
+            k += 1
         seconds["fit"] += t1 - t0
         seconds["score"] += time.perf_counter() - t1
     if rules is None and all(n.rule_cats is not None for n in notes):  # the rules the dataset was built with
@@ -180,7 +196,7 @@ def cross_validate(
         strong = [[None if c and c.endswith(WEAK) else c for c in n.rule_cats] for n in notes]
     else:
         every, strong = rule_predictions(notes, rules, frozenset(options.confirm))
-    return CVResult(folds, options.threshold, notes, scores, categories, strong, fold_of_note,
+    return CVResult(len(splits), options.threshold, notes, scores, categories, strong, fold_of_note,
                     {k: round(v, 2) for k, v in seconds.items()}, dict(options.postprocess), every, excused)
 
 
