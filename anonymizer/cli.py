@@ -543,7 +543,7 @@ def evaluate(
     missed: bool = typer.Option(False, "--show-missed/--no-missed", help="Also print the missed phrases (they quote notes: PHI)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report, without missed phrases, as JSON."),
     lockbox: bool = typer.Option(
-        False, "--lockbox", help="Cross-validate the tuning part and score the lockbox (patient ids divisible by 3) with a model trained on it."
+        False, "--lockbox", help="Cross-validate the tuning part; score the lockbox (ids divisible by 3) with a model trained on it."
     ),
     tuning: bool = typer.Option(False, "--tuning", help="Score the tuning part only (the lockbox's patients left out)."),
 ) -> None:

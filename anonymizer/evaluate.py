@@ -100,7 +100,10 @@ def _lockbox_report(report: dict, corpus: Corpus, rules: Predict | None, excused
         raise ValueError(f"--lockbox needs at least {cv} tuning patients and one lockbox patient")
     groups = [dataset.notes[i].note.patient_id for i in tuning]
     splits = [([tuning[j] for j in a], [tuning[j] for j in b]) for a, b in GroupKFold(cv).split(tuning, groups=groups)]
-    parts = {"tuning": held_out(dataset, splits, options, rules, excused), "lockbox": held_out(dataset, [(tuning, box)], options, rules, excused)}
+    parts = {
+        "tuning": held_out(dataset, splits, options, rules, excused),
+        "lockbox": held_out(dataset, [(tuning, box)], options, rules, excused),
+    }
     report.update({"cv": cv, "threshold": options.threshold, "rows": {}, "categories": {}, "split": {}})
     for part, result in parts.items():
         counts = {name: result.counts(name) for name in ("rules", "classifier", "union")}
