@@ -371,7 +371,7 @@ def test_sample_database_has_no_leaks_in_surrogate_mode_and_no_surrogate_equals_
                 continue
             assert value.casefold() != original.casefold(), (original, value)
             compared += 1
-    assert compared > 3000
+    assert compared > 2800
 
 
 # --- robustness ------------------------------------------------------------------------------------
