@@ -113,6 +113,8 @@ def test_training_with_surrogate_copies_twice_gives_identical_bytes_and_the_same
     loaded = [json.loads(gzip.decompress((tmp_path / f"{x}.json.gz").read_bytes())) for x in ("a", "p")]
     assert loaded[0]["gazetteers"] == loaded[1]["gazetteers"]  # learned from the annotated notes only
     assert loaded[0]["training"]["augment"] == 1 and plain["sha256"] != a["sha256"]
+    lighter = train([corpus], tmp_path / "w.json.gz", TrainingOptions(c=0.2, augment=1, augment_weight=0.5))
+    assert lighter["sha256"] not in (a["sha256"], plain["sha256"])
 
 
 #        0         1         2         3         4         5         6         7         8         9

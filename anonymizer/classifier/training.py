@@ -66,6 +66,7 @@ class TrainingOptions:
     phi_weight: float = 1.0  # class weight of the PHI classes ("O" has 1)
     score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
     augment: int = 0  # surrogate copies of each training note trained on too (anonymizer.classifier.augment)
+    augment_weight: float = 1.0  # sample weight of a copy's tokens (an annotated note's have 1)
     # Run-time policy (rules/classifier.toml), not written into the model: the recall heuristics
     # that cross-validation applies as the run does, and the rules the classifier must confirm,
     # whose spans the "rules" features mark weak ("DATE?") as at run time.
@@ -84,6 +85,7 @@ class TrainingOptions:
             "remainder_only": self.remainder_only,
             "score": self.score,
             "augment": self.augment,
+            "augment_weight": self.augment_weight,
         }
 
 
@@ -233,10 +235,14 @@ def fit_estimators(notes: Sequence[NoteData], options: TrainingOptions) -> Fitte
     gaz_train = cross_fitted_gazetteers(notes) if use_gaz else None
     rows = _rows(notes, gaz_train, classes)
     labels = np.array([label for data in notes for label in data.labels])
+    weights = None
+    if options.augment_weight != 1.0 and any(data.copy for data in notes):
+        weights = np.array([options.augment_weight if data.copy else 1.0 for data in notes for _ in data.labels])
     if options.remainder_only:
         keep = [data.rule_cats is None or data.rule_cats[i] is None for data in notes for i in range(len(data.labels))]
         rows = [r for r, k in zip(rows, keep) if k]
         labels = labels[np.array(keep, dtype=bool)]
+        weights = weights[np.array(keep, dtype=bool)] if weights is not None else None
     if options.min_count > 1:
         counts = Counter(f for row in rows for f in row)
         rows = [{f: 1 for f in row if counts[f] >= options.min_count} for row in rows]
@@ -245,11 +251,12 @@ def fit_estimators(notes: Sequence[NoteData], options: TrainingOptions) -> Fitte
     estimators: dict[str, LinearSVC] = {}
     is_phi = labels != "O"
     if options.mode == "binary":
-        estimators["phi"] = _svm(options, labels).fit(X, np.where(is_phi, "PHI", "O"))
+        estimators["phi"] = _svm(options, labels).fit(X, np.where(is_phi, "PHI", "O"), sample_weight=weights)
         if len(set(labels[is_phi])) > 1:
-            estimators["category"] = _svm(options, labels[is_phi]).fit(X[is_phi], labels[is_phi])
+            estimators["category"] = _svm(options, labels[is_phi]).fit(
+                X[is_phi], labels[is_phi], sample_weight=None if weights is None else weights[is_phi])
     elif options.mode == "multiclass":
-        estimators["phi"] = _svm(options, labels).fit(X, labels)
+        estimators["phi"] = _svm(options, labels).fit(X, labels, sample_weight=weights)
     else:
         raise ValueError(f"unknown mode {options.mode!r}")
     # Gazetteers are learned from the annotated notes only: a copy's surrogates are nobody's names.
