@@ -131,7 +131,8 @@ def test_a_surrogate_copy_replaces_each_gold_span_by_one_of_its_category_and_sha
     from anonymizer.classifier.augment import PlaceWords, surrogate_copy, surrogate_replacer
 
     note = GoldNote("n1", "p1", COPY_TEXT, COPY_GOLD)
-    record = PatientRecord("p1", names=("John", "Smith"), phones=("(617) 555-1234",), dates=(dt.date(1950, 1, 2),))
+    record = PatientRecord("p1", names=("John", "Smith"), phones=("(617) 555-1234",), dates=(dt.date(1950, 1, 2),),
+                           addresses=("12 Towson Road",))
     assert [COPY_TEXT[s:e] for s, e, _ in COPY_GOLD] == ["SMITH", "John", "7/22/2010", "Kowalski", "smith", "(617) 555-1234",
                                                          "Towson", "MGH"]
     replacer = surrogate_replacer()
@@ -156,6 +157,7 @@ def test_a_surrogate_copy_replaces_each_gold_span_by_one_of_its_category_and_sha
     # the record says what the copy says
     assert new_record.names == (given, surname.title()) and new_record.phones == (phone,)
     assert new_record.dates[0] < record.dates[0]
+    assert re.fullmatch(r"\d\d " + place + " Road", new_record.addresses[0])
 
 
 def test_cross_validation_trains_on_the_copies_of_its_training_notes_only(monkeypatch):

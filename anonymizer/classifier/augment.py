@@ -47,7 +47,7 @@ PLACE_KIND_WORDS = KEEP_PLACE_WORDS | frozenset(
 )
 BARE_YEAR = regex.compile(r"'?(?:\d\d|\d{4})")
 ACRONYM = 3  # an upper-case place word this short is an abbreviation
-RECORD_CATEGORIES = {"names": "PATIENT", "relatives": "RELATIVE", "identifiers": "ID", "phones": "PHONE", "addresses": "LOCATION"}
+RECORD_CATEGORIES = {"names": "PATIENT", "relatives": "RELATIVE", "identifiers": "ID", "phones": "PHONE"}
 
 
 def surrogate_replacer() -> SurrogateReplacer:
@@ -131,6 +131,7 @@ def surrogate_copy(
     days = replacer.shifts(key)[0]
     fields = {name: tuple(_replace(replacer, v, category, key) for v in getattr(record, name))
               for name, category in RECORD_CATEGORIES.items()}
+    fields["addresses"] = tuple(places(v, keyed) for v in record.addresses)  # as the note's places
     new_record = dataclasses.replace(record, dates=tuple(_shift(d, days) for d in record.dates), **fields)
     return GoldNote(f"{note.note_id}+{copy}", note.patient_id, "".join(parts), tuple(new_spans)), new_record
 
