@@ -7,8 +7,8 @@ per-copy patient key (note id and copy number): a name becomes a name of the sam
 a date a date in the same format, a place a place, a phone a phone.  The gold offsets are
 remapped, and the patient's record gets the same substitutions (its names map to the surrogates
 used in the note, its dates move by the same offset), so the record features stay consistent.
-A copy's features are built as :func:`~anonymizer.classifier.training.build_dataset` builds a
-real note's, with the rules run on the copy's text.
+:meth:`anonymizer.classifier.training.Dataset.augmented` builds a copy's features as a real
+note's, with the rules run on the copy's text.
 
 Copies depend on their own note only, so a cross-validation fold may train on the copies of its
 training notes while never seeing its test notes' copies (see
@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 import regex
 
-from anonymizer.classifier.features import FEATURE_CLASSES, FeatureExtractor, Tokens
-from anonymizer.classifier.model import rule_categories
-from anonymizer.classifier.training import NoteData, label_tokens
 from anonymizer.corpora import GoldNote
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir
@@ -36,8 +32,6 @@ from anonymizer.surrogates import Keyed, SurrogateLists, SurrogateReplacer
 from anonymizer.surrogates.dates import YEAR_RULES
 from anonymizer.surrogates.replacer import KEEP_PLACE_WORDS, WORD
 from anonymizer.surrogates.shapes import like
-
-log = logging.getLogger(__name__)
 
 SECRET = b"anonymizer/augment: fixed, so the same notes give the same copies"
 # Words of a place name that say what kind of place it is, kept as they are in a copy.
@@ -141,34 +135,3 @@ def _shift(date: dt.date, days: int) -> dt.date:
         return date - dt.timedelta(days=days)
     except OverflowError:
         return date + dt.timedelta(days=days)
-
-
-def augmented_notes(
-    notes: Sequence[NoteData],
-    copies: int,
-    lists,
-    feature_classes: Iterable[str] = FEATURE_CLASSES,
-    rules: Callable | None = None,
-    confirm: Iterable[str] = (),
-) -> list[list[NoteData]]:
-    """For each note, its `copies` augmented copies with tokens, labels and base features.
-
-    `rules` and `confirm` are those the notes were built with (the "rules" feature class)."""
-    if copies < 1:
-        return [[] for _ in notes]
-    replacer = surrogate_replacer()
-    places = PlaceWords(replacer.lists)
-    confirm = frozenset(confirm)
-    extractor = FeatureExtractor(lists, classes=[c for c in feature_classes if c != "gaz"])
-    out: list[list[NoteData]] = []
-    for data in notes:
-        made = []
-        for copy in range(1, copies + 1):
-            note, record = surrogate_copy(replacer, places, data.note, data.record, copy)
-            tokens = Tokens.of(note.text)
-            rule_cats = rule_categories(tokens, rules(note.text, record), confirm) if rules is not None else None
-            tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
-            made.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats, copy=copy))
-        out.append(made)
-    log.info("augmented %d notes with %d copies each", len(notes), copies)
-    return out

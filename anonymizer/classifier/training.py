@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import GroupKFold
 from sklearn.svm import LinearSVC
 
+from anonymizer.classifier.augment import PlaceWords, surrogate_copy, surrogate_replacer
 from anonymizer.classifier.features import (
     FEATURE_CLASSES,
     TOKEN,
@@ -44,6 +46,8 @@ from anonymizer.classifier.model import rule_categories
 from anonymizer.classifier.policy import load_policy
 from anonymizer.corpora import Corpus, GoldNote, merge_lists
 from anonymizer.record import PatientRecord
+
+log = logging.getLogger(__name__)
 
 FORMAT = "anonymizer-svm/1"
 GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
@@ -116,8 +120,6 @@ class Dataset:
         if k < 1:
             return [[] for _ in self.notes]
         if k not in self.copies:
-            from anonymizer.classifier.augment import augmented_notes
-
             more = max(self.copies, default=0)
             if more > k:
                 return [c[:k] for c in self.copies[more]]
@@ -166,6 +168,38 @@ def build_dataset(
             tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
             notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats))
     return Dataset(notes, lists, [c.name for c in corpora], tuple(feature_classes), rules, frozenset(confirm))
+
+
+def augmented_notes(
+    notes: Sequence[NoteData],
+    copies: int,
+    lists: Mapping[str, Sequence[str]],
+    feature_classes: Iterable[str] = FEATURE_CLASSES,
+    rules: Callable | None = None,
+    confirm: Iterable[str] = (),
+) -> list[list[NoteData]]:
+    """For each note, its `copies` surrogate copies (:mod:`anonymizer.classifier.augment`) with
+    tokens, labels and base features built as :func:`build_dataset` builds a note's.
+
+    `rules` and `confirm` are those the notes were built with (the "rules" feature class)."""
+    if copies < 1:
+        return [[] for _ in notes]
+    replacer = surrogate_replacer()
+    places = PlaceWords(replacer.lists)
+    confirm = frozenset(confirm)
+    extractor = FeatureExtractor(lists, classes=[c for c in feature_classes if c != "gaz"])
+    out: list[list[NoteData]] = []
+    for data in notes:
+        made = []
+        for copy in range(1, copies + 1):
+            note, record = surrogate_copy(replacer, places, data.note, data.record, copy)
+            tokens = Tokens.of(note.text)
+            rule_cats = rule_categories(tokens, rules(note.text, record), confirm) if rules is not None else None
+            tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
+            made.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats, copy=copy))
+        out.append(made)
+    log.info("%d notes augmented with %d surrogate copies each", len(notes), copies)
+    return out
 
 
 def learn_gazetteers(notes: Iterable[NoteData]) -> dict[str, list[str]]:
