@@ -18,6 +18,10 @@ Gazetteers of clinicians, places and hospitals are learned from the training ann
 shipped with the model.  So that the model does not learn to trust them blindly, the training
 notes' gazetteer features are cross-fitted: each training patient's notes see only the gazetteers
 learned from the other training patients (5 folds grouped by patient).
+
+With ``augment=k``, each training note is also trained on as k copies whose gold PHI is replaced by
+surrogates of the same category (:mod:`anonymizer.classifier.augment`; docs/classifier.md
+measures it).
 """
 
 from __future__ import annotations
