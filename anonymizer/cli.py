@@ -585,6 +585,9 @@ def train(
     c: Optional[float] = typer.Option(None, "--c", help="SVM regularisation (default: the tuned one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold stored with the model."),
     mode: str = typer.Option("multiclass", help="multiclass or binary."),
+    augment: Optional[int] = typer.Option(
+        None, "--augment", min=0, help="Also train on N copies of each note, its PHI replaced by surrogates (default: the tuned number)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the whole model card as JSON instead of a summary."),
 ) -> None:
     """Train the local-context SVM deterministically; the same inputs give the same model."""
@@ -600,19 +603,22 @@ def train(
     except (CorpusError, OSError) as exc:
         raise fail(str(exc)) from None
     options = TrainingOptions(mode=mode)
-    options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold)) if v is not None})
+    options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold), ("augment", augment)) if v is not None})
     command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     card = train_model(loaded, out_model, options, cv=cv, pipeline=rule_pipeline(merge_lists(*(x.lists for x in loaded))), command=command)
     if as_json:
         print(json.dumps(card, indent=1, sort_keys=True))
         return
     notes = sum(c["notes"] for c in card["corpora"])
+    copies = f", and {card['augmented_tokens']:,} tokens of surrogate copies" if card.get("augmented_tokens") else ""
     patients = sum(c["patients"] for c in card["corpora"])
     features = ", ".join(f"{k} {v:,}" for k, v in card["features"].items())
     out.print(
         f"model written to {out_model} ({card['bytes']:,} bytes, sha256 {card['sha256'][:16]}…)\n"
         f"trained on {notes:,} notes of {patients:,} patients in {len(card['corpora'])} corpus(es): "
-        f"{card['tokens']:,} tokens, {card['phi_tokens']:,} of them PHI\nfeatures: {features}",
+        f"{card['tokens']:,} tokens, {card['phi_tokens']:,} of them PHI"
+        + copies
+        + f"\nfeatures: {features}",
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -104,6 +104,85 @@ def test_training_twice_gives_identical_bytes(tmp_path, corpus):
         assert not {"confirm", "postprocess"} & set(record)
 
 
+def test_training_with_surrogate_copies_twice_gives_identical_bytes_and_the_same_gazetteers(tmp_path, corpus):
+    options = TrainingOptions(c=0.2, augment=1)
+    a = train([corpus], tmp_path / "a.json.gz", options)
+    b = train([corpus], tmp_path / "b.json.gz", options)
+    assert a["sha256"] == b["sha256"] and a["augmented_tokens"] > 0.9 * a["tokens"]
+    plain = train([corpus], tmp_path / "p.json.gz", TrainingOptions(c=0.2))
+    loaded = [json.loads(gzip.decompress((tmp_path / f"{x}.json.gz").read_bytes())) for x in ("a", "p")]
+    assert loaded[0]["gazetteers"] == loaded[1]["gazetteers"]  # learned from the annotated notes only
+    assert loaded[0]["training"]["augment"] == 1 and plain["sha256"] != a["sha256"]
+    lighter = train([corpus], tmp_path / "w.json.gz", TrainingOptions(c=0.2, augment=1, augment_weight=0.5))
+    assert lighter["sha256"] not in (a["sha256"], plain["sha256"])
+
+
+#        0         1         2         3         4         5         6         7         8         9
+#        0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123
+COPY_TEXT = "SMITH, John seen 7/22/2010 by Dr. Kowalski; wife smith (617) 555-1234 lives in Towson near MGH."
+COPY_GOLD = ((0, 5, "PATIENT"), (7, 11, "PATIENT"), (17, 26, "DATE"), (34, 42, "DOCTOR"), (49, 54, "RELATIVE"),
+             (55, 69, "PHONE"), (79, 85, "LOCATION"), (91, 94, "LOCATION"))
+
+
+def test_a_surrogate_copy_replaces_each_gold_span_by_one_of_its_category_and_shape():
+    import datetime as dt
+    import re
+
+    from anonymizer.classifier.augment import PlaceWords, surrogate_copy, surrogate_replacer
+
+    note = GoldNote("n1", "p1", COPY_TEXT, COPY_GOLD)
+    record = PatientRecord("p1", names=("John", "Smith"), phones=("(617) 555-1234",), dates=(dt.date(1950, 1, 2),),
+                           addresses=("12 Towson Road",))
+    assert [COPY_TEXT[s:e] for s, e, _ in COPY_GOLD] == ["SMITH", "John", "7/22/2010", "Kowalski", "smith", "(617) 555-1234",
+                                                         "Towson", "MGH"]
+    replacer = surrogate_replacer()
+    places = PlaceWords(replacer.lists)
+    copy, new_record = surrogate_copy(replacer, places, note, record, 1)
+    assert surrogate_copy(replacer, places, note, record, 1) == (copy, new_record)  # deterministic
+    assert surrogate_copy(replacer, places, note, record, 2)[0].text != copy.text
+    assert copy.note_id == "n1+1" and copy.patient_id == "p1" and new_record.patient_id == "p1"
+    assert [c for *_, c in copy.spans] == [c for *_, c in COPY_GOLD]
+    old = [COPY_TEXT[s:e] for s, e, _ in COPY_GOLD]
+    new = [copy.text[s:e] for s, e, _ in copy.spans]
+    assert all(a.casefold() != b.casefold() for a, b in zip(old, new))
+    # the text between the spans is kept
+    assert re.sub(r"\x00+", "", "".join("\x00" if any(s <= i < e for s, e, _ in copy.spans) else ch
+                                       for i, ch in enumerate(copy.text))) == re.sub(
+        r"\x00+", "", "".join("\x00" if any(s <= i < e for s, e, _ in COPY_GOLD) else ch for i, ch in enumerate(COPY_TEXT)))
+    surname, given, date, doctor, relative, phone, place, acronym = new
+    assert surname.isupper() and relative.islower() and given.istitle() and doctor.istitle()
+    assert surname.casefold() == relative.casefold()  # one surrogate per name, in each spelling's case
+    assert re.fullmatch(r"\d{1,2}/\d{1,2}/\d{4}", date) and re.fullmatch(r"\(\d{3}\) \d{3}-\d{4}", phone)
+    assert place.istitle() and " " not in place and re.fullmatch("[A-Z]{3}", acronym)
+    # the record says what the copy says
+    assert new_record.names == (given, surname.title()) and new_record.phones == (phone,)
+    assert new_record.dates[0] < record.dates[0]
+    assert re.fullmatch(r"\d\d " + place + " Road", new_record.addresses[0])
+
+
+def test_cross_validation_trains_on_the_copies_of_its_training_notes_only(monkeypatch):
+    from anonymizer.classifier import crossval
+    from anonymizer.classifier.crossval import cross_validate
+
+    dataset = build_dataset([synthetic_corpus(notes=40)])
+    trained: list[tuple[set[str], set[str]]] = []  # per fold: the annotated notes, the notes copied
+    real_fit = crossval.fit
+
+    def spy(notes, options, lists=None):
+        trained.append(({n.note.note_id for n in notes if not n.copy}, {n.note.note_id.split("+")[0] for n in notes if n.copy}))
+        return real_fit(notes, options, lists)
+
+    monkeypatch.setattr(crossval, "fit", spy)
+    result = cross_validate(dataset, TrainingOptions(c=0.5, augment=2), folds=4)
+    assert len(trained) == 4
+    for fold, (annotated, copied) in enumerate(trained):
+        tested = {d.note.note_id for d, f in zip(result.notes, result.fold_of_note) if f == fold}
+        assert copied == annotated and tested and not tested & (annotated | copied)
+    assert not any(n.copy for n in result.notes)  # only annotated notes are scored
+    assert sum(len(c) for c in dataset.augmented(2)) == 2 * len(dataset.notes)
+    assert [[c.note.text for c in cs] for cs in dataset.augmented(1)] == [[cs[0].note.text] for cs in dataset.augmented(2)]
+
+
 @pytest.mark.parametrize("mode", ["multiclass", "binary"])
 def test_runtime_decisions_equal_sklearn_decision_function(corpus, mode):
     options = TrainingOptions(mode=mode, c=0.5)

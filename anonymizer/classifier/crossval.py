@@ -18,7 +18,7 @@ import numpy as np
 
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.model import WEAK, Model, strong_spans, vetoed, weakest_part
-from anonymizer.classifier.training import TrainingOptions, fit, gazetteer_features
+from anonymizer.classifier.training import TrainingOptions, fit, gazetteer_features, training_notes
 from anonymizer.scoring import CURVE_THRESHOLDS, Counts, Predict, overlap_mask, spans_to_pred
 
 
@@ -159,7 +159,9 @@ def held_out(
     """Each split's test notes scored by a model fitted on its training notes only.
 
     Each split trains with :func:`anonymizer.classifier.training.fit` (gazetteers included) and
-    scores with the run-time arithmetic of :class:`anonymizer.classifier.model.Model`.  The result
+    scores with the run-time arithmetic of :class:`anonymizer.classifier.model.Model`.  With
+    ``options.augment``, a split also trains on the surrogate copies of its training notes (never on
+    those of the notes it scores).  The result
     holds the test notes of every split: all notes for cross-validation, the lockbox for one split
     that trains on the tuning part."""
     options = options or TrainingOptions()
@@ -173,7 +175,8 @@ def held_out(
     k = 0
     for fold, (train_idx, test_idx) in enumerate(splits):
         t0 = time.perf_counter()
-        model = Model(fit([dataset.notes[i] for i in train_idx], options, dataset.lists))
+        # with options.augment, the training notes' surrogate copies too; never the test notes'
+        model = Model(fit(training_notes(dataset, train_idx, options), options, dataset.lists))
         t1 = time.perf_counter()
         test = [dataset.notes[i] for i in test_idx]
         gaz = gazetteer_features(test, model.gazetteers) if model.gazetteers else None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from anonymizer.classifier.crossval import cross_validate
-from anonymizer.classifier.training import FORMAT, TrainingOptions, build_dataset, fit, rule_pipeline, save_model
+from anonymizer.classifier.training import FORMAT, TrainingOptions, build_dataset, fit, rule_pipeline, save_model, training_notes
 from anonymizer.corpora import Corpus, merge_lists
 
 
@@ -50,7 +50,9 @@ def train(
     }
     if cv and cv > 1:
         card["cv"] = cross_validate(dataset, options, folds=cv, rules=rules, excused=pipeline.excused if pipeline else None).summary()
-    model = fit(dataset.notes, options, dataset.lists)
+    if options.augment:
+        card["augmented_tokens"] = sum(len(c.tokens) for copies in dataset.augmented(options.augment) for c in copies)
+    model = fit(training_notes(dataset, range(len(dataset.notes)), options), options, dataset.lists)
     model["card"] = card
     data = save_model(model, out)
     card["sha256"] = hashlib.sha256(data).hexdigest()

@@ -18,14 +18,19 @@ Gazetteers of clinicians, places and hospitals are learned from the training ann
 shipped with the model.  So that the model does not learn to trust them blindly, the training
 notes' gazetteer features are cross-fitted: each training patient's notes see only the gazetteers
 learned from the other training patients (5 folds grouped by patient).
+
+With ``augment=k``, each training note is also trained on as k copies whose gold PHI is replaced by
+surrogates of the same category (:mod:`anonymizer.classifier.augment`; docs/classifier.md
+measures it).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +39,7 @@ from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import GroupKFold
 from sklearn.svm import LinearSVC
 
+from anonymizer.classifier.augment import PlaceWords, surrogate_copy, surrogate_replacer
 from anonymizer.classifier.features import (
     FEATURE_CLASSES,
     TOKEN,
@@ -44,6 +50,8 @@ from anonymizer.classifier.model import rule_categories
 from anonymizer.classifier.policy import load_policy
 from anonymizer.corpora import Corpus, GoldNote, merge_lists
 from anonymizer.record import PatientRecord
+
+log = logging.getLogger(__name__)
 
 FORMAT = "anonymizer-svm/1"
 GAZETTEER_CATEGORIES = ("DOCTOR", "LOCATION", "HOSPITAL", "NAME")
@@ -65,6 +73,8 @@ class TrainingOptions:
     remainder_only: bool = False  # train on the tokens the rules left only (needs rule_cats)
     phi_weight: float = 1.0  # class weight of the PHI classes ("O" has 1)
     score: str = "max"  # multiclass: "max" (best PHI class) or "margin" (best PHI class minus "O")
+    augment: int = 0  # surrogate copies of each training note trained on too (anonymizer.classifier.augment)
+    augment_weight: float = 1.0  # sample weight of a copy's tokens (an annotated note's have 1)
     # Run-time policy (rules/classifier.toml), not written into the model: the recall heuristics
     # that cross-validation applies as the run does, and the rules the classifier must confirm,
     # whose spans the "rules" features mark weak ("DATE?") as at run time.
@@ -82,6 +92,8 @@ class TrainingOptions:
             "phi_weight": self.phi_weight,
             "remainder_only": self.remainder_only,
             "score": self.score,
+            "augment": self.augment,
+            "augment_weight": self.augment_weight,
         }
 
 
@@ -93,6 +105,7 @@ class NoteData:
     labels: list[str]
     base: list[list[str]]  # features without the gazetteer class
     rule_cats: list[str | None] | None = None  # per token: the rules' category (None: not flagged)
+    copy: int = 0  # 0: the annotated note itself; k: its k-th surrogate copy (anonymizer.classifier.augment)
 
 
 @dataclass
@@ -100,6 +113,22 @@ class Dataset:
     notes: list[NoteData]
     lists: dict[str, list[str]]
     corpus_names: list[str] = field(default_factory=list)
+    feature_classes: tuple[str, ...] = FEATURE_CLASSES
+    rules: Callable | None = None  # what the "rules" features were built from (augmented copies need it too)
+    confirm: frozenset[str] = frozenset()
+    copies: dict[int, list[list[NoteData]]] = field(default_factory=dict, repr=False)  # k -> per note, its k copies
+
+    def augmented(self, k: int) -> list[list[NoteData]]:
+        """Per note, its first `k` surrogate copies (made once per dataset, for every note: a copy
+        depends on its own note only, so which of them a fold trains on is the caller's choice)."""
+        if k < 1:
+            return [[] for _ in self.notes]
+        if k not in self.copies:
+            more = max(self.copies, default=0)
+            if more > k:
+                return [c[:k] for c in self.copies[more]]
+            self.copies = {k: augmented_notes(self.notes, k, self.lists, self.feature_classes, self.rules, self.confirm)}
+        return self.copies[k]
 
     @property
     def groups(self) -> list[str]:
@@ -127,7 +156,7 @@ def build_dataset(
     `rules` (``(text, record) -> list[Span]``) gives the "rules" feature class its input, the
     spans of the `confirm` rules marked weak, as at run time (default: rules/classifier.toml's)."""
     confirm = load_policy().confirm if confirm is None else frozenset(confirm)
-
+    feature_classes = tuple(feature_classes)
     lists = merge_lists(*(c.lists for c in corpora))
     classes = [c for c in feature_classes if c != "gaz"]
     extractor = FeatureExtractor(lists, classes=classes)
@@ -142,7 +171,39 @@ def build_dataset(
             rule_cats = rule_categories(tokens, rules(note.text, record), confirm) if rules is not None else None
             tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
             notes.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats))
-    return Dataset(notes, lists, [c.name for c in corpora])
+    return Dataset(notes, lists, [c.name for c in corpora], tuple(feature_classes), rules, frozenset(confirm))
+
+
+def augmented_notes(
+    notes: Sequence[NoteData],
+    copies: int,
+    lists: Mapping[str, Sequence[str]],
+    feature_classes: Iterable[str] = FEATURE_CLASSES,
+    rules: Callable | None = None,
+    confirm: Iterable[str] = (),
+) -> list[list[NoteData]]:
+    """For each note, its `copies` surrogate copies (:mod:`anonymizer.classifier.augment`) with
+    tokens, labels and base features built as :func:`build_dataset` builds a note's.
+
+    `rules` and `confirm` are those the notes were built with (the "rules" feature class)."""
+    if copies < 1:
+        return [[] for _ in notes]
+    replacer = surrogate_replacer()
+    places = PlaceWords(replacer.lists)
+    confirm = frozenset(confirm)
+    extractor = FeatureExtractor(lists, classes=[c for c in feature_classes if c != "gaz"])
+    out: list[list[NoteData]] = []
+    for data in notes:
+        made = []
+        for copy in range(1, copies + 1):
+            note, record = surrogate_copy(replacer, places, data.note, data.record, copy)
+            tokens = Tokens.of(note.text)
+            rule_cats = rule_categories(tokens, rules(note.text, record), confirm) if rules is not None else None
+            tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
+            made.append(NoteData(note, record, tokens, label_tokens(tokens, note.spans), feats, rule_cats, copy=copy))
+        out.append(made)
+    log.info("%d notes augmented with %d surrogate copies each", len(notes), copies)
+    return out
 
 
 def learn_gazetteers(notes: Iterable[NoteData]) -> dict[str, list[str]]:
@@ -164,14 +225,15 @@ def gazetteer_features(notes: Sequence[NoteData], gazetteers: Mapping[str, Seque
 
 
 def cross_fitted_gazetteers(notes: Sequence[NoteData], folds: int = GAZ_INNER_FOLDS) -> list[list[list[str]]]:
-    """Gazetteer features of training notes, each from the gazetteers of the other patients."""
+    """Gazetteer features of training notes, each from the gazetteers of the other patients
+    (learned from their annotated notes, not from surrogate copies)."""
     out: list[list[list[str]]] = [[] for _ in notes]
     groups = [n.note.patient_id for n in notes]
     k = min(folds, len(set(groups)))
     if k < 2:
         return [[[] for _ in n.tokens.words] for n in notes]
     for fit_idx, apply_idx in GroupKFold(k).split(np.zeros(len(notes)), groups=groups):
-        gaz = learn_gazetteers(notes[i] for i in fit_idx)
+        gaz = learn_gazetteers(notes[i] for i in fit_idx if not notes[i].copy)
         feats = gazetteer_features([notes[i] for i in apply_idx], gaz)
         for i, f in zip(apply_idx, feats):
             out[i] = f
@@ -211,10 +273,14 @@ def fit_estimators(notes: Sequence[NoteData], options: TrainingOptions) -> Fitte
     gaz_train = cross_fitted_gazetteers(notes) if use_gaz else None
     rows = _rows(notes, gaz_train, classes)
     labels = np.array([label for data in notes for label in data.labels])
+    weights = None
+    if options.augment_weight != 1.0 and any(data.copy for data in notes):
+        weights = np.array([options.augment_weight if data.copy else 1.0 for data in notes for _ in data.labels])
     if options.remainder_only:
         keep = [data.rule_cats is None or data.rule_cats[i] is None for data in notes for i in range(len(data.labels))]
         rows = [r for r, k in zip(rows, keep) if k]
         labels = labels[np.array(keep, dtype=bool)]
+        weights = weights[np.array(keep, dtype=bool)] if weights is not None else None
     if options.min_count > 1:
         counts = Counter(f for row in rows for f in row)
         rows = [{f: 1 for f in row if counts[f] >= options.min_count} for row in rows]
@@ -223,14 +289,16 @@ def fit_estimators(notes: Sequence[NoteData], options: TrainingOptions) -> Fitte
     estimators: dict[str, LinearSVC] = {}
     is_phi = labels != "O"
     if options.mode == "binary":
-        estimators["phi"] = _svm(options, labels).fit(X, np.where(is_phi, "PHI", "O"))
+        estimators["phi"] = _svm(options, labels).fit(X, np.where(is_phi, "PHI", "O"), sample_weight=weights)
         if len(set(labels[is_phi])) > 1:
-            estimators["category"] = _svm(options, labels[is_phi]).fit(X[is_phi], labels[is_phi])
+            estimators["category"] = _svm(options, labels[is_phi]).fit(
+                X[is_phi], labels[is_phi], sample_weight=None if weights is None else weights[is_phi])
     elif options.mode == "multiclass":
-        estimators["phi"] = _svm(options, labels).fit(X, labels)
+        estimators["phi"] = _svm(options, labels).fit(X, labels, sample_weight=weights)
     else:
         raise ValueError(f"unknown mode {options.mode!r}")
-    return Fitted(vectorizer, estimators, rows, learn_gazetteers(notes) if use_gaz else {})
+    # Gazetteers are learned from the annotated notes only: a copy's surrogates are nobody's names.
+    return Fitted(vectorizer, estimators, rows, learn_gazetteers(n for n in notes if not n.copy) if use_gaz else {})
 
 
 def _as_int32(X):
@@ -246,6 +314,16 @@ def _svm(options: TrainingOptions, y: np.ndarray) -> LinearSVC:
     if options.phi_weight != 1.0:
         weights = {c: (1.0 if c == "O" else options.phi_weight) for c in np.unique(y)}
     return LinearSVC(C=options.c, random_state=0, max_iter=options.max_iter, dual=True, class_weight=weights)
+
+
+def training_notes(dataset: Dataset, indexes: Iterable[int], options: TrainingOptions) -> list[NoteData]:
+    """The notes at `indexes`, then (with ``options.augment``) their surrogate copies, and theirs only."""
+    indexes = list(indexes)
+    notes = [dataset.notes[i] for i in indexes]
+    if options.augment:
+        copies = dataset.augmented(options.augment)
+        notes += [c for i in indexes for c in copies[i]]
+    return notes
 
 
 def fit(notes: Sequence[NoteData], options: TrainingOptions, lists: Mapping[str, Sequence[str]] | None = None) -> dict:
