@@ -39,8 +39,11 @@ class NameTokens:
     def __init__(self, connectors: Iterable[str]) -> None:
         # Connectors such as "bin", "s/o" are removed as whole tokens before splitting, so that
         # "s/o" does not leave the one-letter tokens "s" and "o" behind.
-        alternatives = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True))
-        self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{alternatives})(?![\w/])")
+        ordered = sorted(connectors, key=len, reverse=True)
+        alternatives = "|".join(regex.escape(c) for c in ordered)
+        # A one-letter abbreviation ("b.") is a connector in lower case only: "John B. Smith" keeps its initial.
+        in_record = "|".join(rf"(?-i:{regex.escape(c)})" if sum(ch.isalpha() for ch in c) == 1 else regex.escape(c) for c in ordered)
+        self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{in_record})(?![\w/])")
         # What may stand between two parts of one name: "Tan, W.", "Siti bte Ali", "O'Brien".
         self.gap = regex.compile(rf"(?i)[\s.,'’\-]*(?:(?:{alternatives})[\s.]+)?")
 
