@@ -71,9 +71,11 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
     if not word.isalpha() or tokens.lowers[i] in titles():
         return False
     if len(word) == 1:
-        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O"
+        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
         after = text[tokens.ends[i] : tokens.ends[i] + 1]
         before = text[tokens.starts[i] - 1 : tokens.starts[i]] if tokens.starts[i] else ""
+        if word == "I" and after != ".":
+            return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
     if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
         return False
