@@ -213,8 +213,8 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     """Whether token j reads as a relative's name.  Capitalised in mixed case ("Mary"): not a
     common English or clinical word.  In capitals or lower case, which say nothing: a first name
     that is not a function word ("jenna", "DON"), a surname that is not common English, or a word
-    rare in English ("margo") that has neither an abbreviation's shape (three capitals or fewer)
-    nor a verb's ending.
+    rare in English ("margo") that is neither as short as an abbreviation (three letters: "poa",
+    "PCP") nor has a verb's ending.
     `first`: in capitals or lower case, first names only (a list's later names, after MOM);
     `strict`: first names and surnames only (a name's later words)."""
     word, lower = tokens.words[j], tokens.lowers[j]
@@ -229,7 +229,7 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
         return False
     if lower in d.words["last"]:
         return rank >= COMMON_RANK
-    return not strict and rank >= RARE_RANK and len(word) >= 3 and not (word.isupper() and len(word) <= 3) and not VERB_FORM.search(lower)
+    return not strict and rank >= RARE_RANK and len(word) > 3 and not VERB_FORM.search(lower)
 
 
 FUNCTION_RANK = 500  # first names among the 500 most frequent English words ("guy", "else") are words there
