@@ -76,7 +76,7 @@ def test_never_fails_and_stays_in_bounds(text, values):
 def test_nicknames_relate_both_ways_and_set_apart_english_words():
     from anonymizer.detectors.names import Nicknames
 
-    nicknames = Nicknames(["william bill will liam", "margaret peggy"], english=["will", "bill", "the"])
+    nicknames = Nicknames(["william bill will liam", "margaret peggy"], words=["will", "bill", "the"])
     free, worded = nicknames.of(["william", "tan"])
     assert free == {"liam"} and worded == {"bill", "will"}
     assert nicknames.of(["peggy"]) == ({"margaret"}, frozenset())

@@ -37,8 +37,8 @@ from anonymizer.spans import Span
 WORD = regex.compile(r"[^\W\d_]+")
 ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
-WORD_RANK = 10000  # a nickname among this many most frequent English words is also an ordinary word
-ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"  # most frequent first
+WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
+CLASSIFIER_DATA = Path(__file__).resolve().parent.parent / "classifier" / "data"  # english.txt, first_names.txt
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
 
 
@@ -46,7 +46,7 @@ class Nicknames:
     """The nicknames of each given name and the given names of each nickname (rules/nicknames.txt),
     and which of them are ordinary English words, read once per run."""
 
-    def __init__(self, lines: Iterable[str], english: Iterable[str]) -> None:
+    def __init__(self, lines: Iterable[str], words: Iterable[str]) -> None:
         related: dict[str, set[str]] = {}
         for line in lines:
             name, *nicknames = line.casefold().split()
@@ -54,13 +54,19 @@ class Nicknames:
             for nickname in nicknames:
                 related.setdefault(nickname, set()).add(name)
         self._related = {name: frozenset(others) for name, others in related.items()}
-        self.words = frozenset(english)
+        self.words = frozenset(words)
 
     @classmethod
-    def from_rules(cls, rules_dir: Path) -> "Nicknames":
+    def from_rules(cls, rules_dir: Path, common: frozenset[str]) -> "Nicknames":
+        """rules/nicknames.txt; the ordinary words are rules/common_words.txt's ("bill", "will",
+        "sue" are in it, "william", "peggy" are not) and the frequent English words that are no
+        given name ("bell", a surname taken out of common_words.txt)."""
         path = rules_dir / "nicknames.txt"
-        lines = read_word_list(path) if path.is_file() else []
-        return cls(lines, read_word_list(ENGLISH)[:WORD_RANK] if lines else ())
+        if not path.is_file():
+            return cls([], ())
+        given = frozenset(read_word_list(CLASSIFIER_DATA / "first_names.txt"))
+        english = [w for w in read_word_list(CLASSIFIER_DATA / "english.txt")[:WORD_RANK] if w not in given]
+        return cls(read_word_list(path), common | frozenset(english))
 
     def of(self, tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
         """The names related to `tokens` that are not tokens themselves: those taken wherever
@@ -127,7 +133,7 @@ class RecordNames:
         """The patient's names (PATIENT) and the relatives' (RELATIVE), sharing one split of each note."""
         tokens, words = NameTokens(read_word_list(rules_dir / "name_connectors.txt")), NoteWordCache()
         common = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
-        nicknames = Nicknames.from_rules(rules_dir)
+        nicknames = Nicknames.from_rules(rules_dir, common)
         return [cls(field, category, threshold, tokens, words, common, nicknames) for field, category in fields]
 
     def _build_index(self, record: PatientRecord) -> _Index:
