@@ -123,6 +123,7 @@ class _Index:
     sequences: tuple[tuple[str, ...], ...]  # each address as its words and numbers, in one form each
     anchors: tuple[str, ...]  # the addresses' place words, lower case: a note without any holds no address
     markers: frozenset[str]  # the addresses' numbers and street, block and unit words
+    reach: int  # the longest address's length: how far from a place word its address may run
     dates: frozenset[tuple[int, int, int]]  # (year, month, day)
     days: frozenset[int]  # a date candidate that mentions none of these cannot match
     day_strings: tuple[str, ...]  # the days without a leading zero: only lines holding one may hold a date
@@ -159,11 +160,12 @@ class RecordValues:
         ):
             if candidates:
                 spans += [Span(start, end, category, self.name, rule) for start, end in _leftmost(candidates)]
-        if index.anchors and any(anchor in low for anchor in index.anchors):
+        if index.anchors and (windows := _address_windows(text, low, index)):
             parts = [(s.start, s.end) for s in spans if s.rule == "address"]
             spans += [
                 Span(start, end, "LOCATION", self.name, "address")
-                for start, end in _whole_addresses(text, low, index, self._forms)
+                for window in windows
+                for start, end in _whole_addresses(text, low, window, index, self._forms)
                 if not any(a <= start and end <= b for a, b in parts)  # adds what the parts left
             ]
         if index.dates:
@@ -219,22 +221,53 @@ def read_abbreviations(path: Path | None = None) -> dict[str, str]:
     return forms
 
 
-def _address_words(text: str, forms: dict[str, str]) -> list[tuple[int, int, str]]:
-    """(start, end, one form) of each word and number of a lower-case text; numbers without leading zeros."""
+def _address_words(text: str, forms: dict[str, str], start: int = 0, end: int | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, one form) of each word and number of a lower-case text (between `start` and
+    `end`); numbers without leading zeros."""
     return [
         (m.start(), m.end(), str(int(w)) if w.isdecimal() and w.isascii() else forms.get(w, w))
-        for m in ADDRESS_TOKEN.finditer(text)
+        for m in ADDRESS_TOKEN.finditer(text, start, len(text) if end is None else end)
         for w in (m.group(),)
     ]
 
 
-def _whole_addresses(text: str, low: str, index: _Index, forms: dict[str, str]) -> list[tuple[int, int]]:
+def _address_windows(text: str, low: str, index: _Index) -> list[tuple[int, int]]:
+    """The stretches of the note around a place word of the addresses written as a whole word,
+    as long as an address on either side: only there can a record address be (most notes: none)."""
+    reach = index.reach
+    windows: list[list[int]] = []
+    for anchor in index.anchors:
+        for a in _occurrences(low, anchor):
+            b = a + len(anchor)
+            if (a and _is_word(text[a - 1])) or (b < len(text) and _is_word(text[b])):
+                continue
+            windows.append([max(a - reach, 0), min(b + reach, len(text))])
+    if not windows:
+        return []
+    windows.sort()
+    merged = [windows[0]]
+    for start, end in windows[1:]:
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out = []
+    for start, end in merged:  # never cut a word in two
+        while start > 0 and _is_word(text[start - 1]):
+            start -= 1
+        while end < len(text) and _is_word(text[end]):
+            end += 1
+        out.append((start, end))
+    return out
+
+
+def _whole_addresses(text: str, low: str, window: tuple[int, int], index: _Index, forms: dict[str, str]) -> list[tuple[int, int]]:
     """Where a note writes two or more consecutive words of a record address, one of them a place
     word and one a number or a street, block or unit word (a place name alone is :func:`_place_candidates`'),
     with only punctuation and spacing between them: from the first to the last, with a unit's
     "#" before it.  Each of the note's words is compared with the few places its form has in the
     addresses, so the work grows with the note's length times the addresses' length."""
-    words = _address_words(low, forms)
+    words = _address_words(low, forms, *window)
     places = {w for sequence in index.sequences for w in sequence if w in index.anchors}
     at: dict[str, list[tuple[int, int]]] = {}
     for s, sequence in enumerate(index.sequences):
@@ -307,6 +340,7 @@ def _build_index(record: PatientRecord, forms: dict[str, str] | None = None) -> 
         sequences=tuple(sequences),
         anchors=tuple(sorted(anchors)),
         markers=frozenset(w for sequence in sequences for w in sequence if w.isdecimal() or w in generic),
+        reach=2 * max((len(value) for value in record.addresses), default=0) + 16,  # abbreviations spelled out, wider spacing
         dates=dates,
         days=frozenset(day for _, _, day in dates),
         day_strings=tuple(sorted({str(day) for _, _, day in dates})),
