@@ -71,3 +71,18 @@ def test_never_fails_and_stays_in_bounds(text, values):
     detector = RecordNames.from_rules(data_dir("rules"), "names", "PATIENT", 0.33)
     for span in detector(text, PatientRecord("1", names=tuple(values))):
         assert 0 <= span.start < span.end <= len(text)
+
+
+def test_nicknames_relate_both_ways_and_set_apart_english_words():
+    from anonymizer.detectors.names import Nicknames
+
+    nicknames = Nicknames(["william bill will liam", "margaret peggy"], words=["will", "bill", "the"])
+    free, worded = nicknames.of(["william", "tan"])
+    assert free == {"liam"} and worded == {"bill", "will"}
+    assert nicknames.of(["peggy"]) == ({"margaret"}, frozenset())
+    assert nicknames.of(["liam"]) == ({"william"}, frozenset())  # a nickname gives its given name, not its siblings
+
+
+def test_nicknames_match_exactly_never_by_edit_distance(names):
+    record = PatientRecord("1", names=("Margaret Lim",))
+    assert found(names, "Peggy seen; Pegy and Peggie not.", record) == ["Peggy"]

@@ -94,8 +94,28 @@ def test_two_digit_years_match_in_either_century(values):
 
 def test_address_street_names_unit_and_postal_code(values):
     text = "Lives at Blk 123 ang mo kio ave 3 #05-12, S(560123); moved from Downing St; Mo Kio; kio"
-    assert found(values, text, rule="address") == ["ang mo kio ave 3", "#05-12", "560123", "Downing St"]
+    # the parts, then the runs of the address's words with a number or a street word: block and house number included
+    assert found(values, text, rule="address") == [
+        "ang mo kio ave 3", "#05-12", "560123", "Downing St", "Blk 123 ang mo kio ave 3 #05-12"
+    ]
     assert {s.category for s in values(text, RECORD)} == {"LOCATION"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Address: 123 Ang Mo Kio Ave 3 #05-12 Singapore 560123",
+        "Address: Block 123, Ang Mo Kio Avenue 3, #5-12, Singapore 560123",
+        "Address: blk 123 ang mo kio ave. 3\n#05-12 singapore 560123",
+    ],
+)
+def test_a_record_address_goes_whole_in_any_rendering(values, text):
+    assert text[9:] in found(values, text, rule="address")
+
+
+def test_address_words_apart_or_alone_are_no_address(values):
+    text = "Mo Kio; took 123 steps; Avenue 3; Street; Singapore 560124"
+    assert found(values, text, rule="address") == []
 
 
 def test_single_word_street_names_need_a_street_word(values):
@@ -114,7 +134,7 @@ def test_per_record_patterns_are_built_once_per_patient(monkeypatch):
 
     calls = []
     original = module._build_index
-    monkeypatch.setattr(module, "_build_index", lambda record: calls.append(record) or original(record))
+    monkeypatch.setattr(module, "_build_index", lambda record, forms=None: calls.append(record) or original(record, forms))
     detector = RecordValues(DATE_PATTERN)
     other = PatientRecord("2", identifiers=("T0123456G",))
     for record in (RECORD, RECORD, RECORD, other, other):

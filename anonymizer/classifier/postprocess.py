@@ -6,8 +6,9 @@ flagged) and returns the tokens to add, as ``{index: category}``; none ever remo
 * :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson") and
   adjacent capitalised words that are not common English;
 * :func:`extend_places` - a flagged place or hospital across "of", "memorial", "rehab", "beach", ...;
-* :func:`relative_cues` - the word right after "son", "wife", "daughter" ... when it looks like a
-  name (capitalised or in the first-name dictionary, not common English);
+* :func:`relative_cues` - the name right after "son", "wife", "dtr", "HCP" ... (or before "(son)")
+  when it reads as one (capitalised and not common English; in capitals or lower case a first
+  name or a word no dictionary knows), its further words, and the names of a list after it;
 * :func:`propagate` - words confidently flagged as names in one of a patient's notes, flagged in
   the patient's other notes too.
 
@@ -35,9 +36,13 @@ PLACE_CONNECTORS = frozenset({
     "community", "county", "st", "saint", "rehab", "rehabilitation", "clinic", "institute", "campus", "beach",
     "park", "heights", "village", "lake", "falls", "valley", "hills", "island", "city",
 })
-RELATIVE_CUES = frozenset({"son", "daughter", "dtr", "wife", "husband", "spouse", "partner", "friend", "mother", "mom",
-                           "father", "dad", "brother", "sister", "niece", "nephew", "aunt", "uncle", "grandson",
-                           "granddaughter", "cousin", "fiance", "fiancee", "sons", "daughters"})
+# Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna").
+RELATIVE_CUES = frozenset({
+    "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "spouse", "partner", "friend",
+    "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
+    "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
+    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "hcp", "nok", "proxy", "guardian",
+})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
@@ -66,9 +71,11 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
     if not word.isalpha() or tokens.lowers[i] in titles():
         return False
     if len(word) == 1:
-        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O"
+        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
         after = text[tokens.ends[i] : tokens.ends[i] + 1]
         before = text[tokens.starts[i] - 1 : tokens.starts[i]] if tokens.starts[i] else ""
+        if word == "I" and after != ".":
+            return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
     if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
         return False
@@ -144,24 +151,121 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
 
 
 def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
-    if RELATIVE_CUES.isdisjoint(tokens.lowers):  # most notes: a set test is cheaper than the scan below
+    """The relatives named next to a kinship word: "dtr jenna called", "WIFE MARGO AT BEDSIDE",
+    "son - tom", "husband (jim)", "daughter Mary Ann Smith", "Sons David and Theodore", "Hank (son)".
+
+    A name right after a kinship word (or before one in brackets) is a relative's, so a name the
+    classifier or a list called a clinician's or a bare name there is relabelled RELATIVE; what
+    follows the kinship word must read as a name (:func:`_relative_word`), so "wife called",
+    "son visiting", "dtr in to visit" stay, and only spaces, a comma, a colon, dashes or an opening
+    bracket may stand between (a period ends the sentence, a slash is "MOM/LAXATIVES")."""
+    lowers = tokens.lowers
+    if RELATIVE_CUES.isdisjoint(lowers):  # most notes: a set test is cheaper than the scan below
         return {}
     d = dictionaries or default_dictionaries()
     added: dict[int, str] = {}
-    for i in [i for i, lower in enumerate(tokens.lowers[:-1]) if lower in RELATIVE_CUES]:
-        j = i + 1
-        if tokens.lowers[j] in ("s", "named", "is", "was"):  # "wife's", "son named"
-            j += 1
-        if j >= len(tokens) or flagged[j] is not None:
+    n = len(tokens)
+    for i in [i for i, lower in enumerate(lowers) if lower in RELATIVE_CUES]:
+        if i + 1 < n and tokens.gaps[i].endswith("(") and tokens.gaps[i + 1].startswith(")"):
+            _names_before(text, tokens, flagged, i, d, added)  # "Hank Smith (son)"
+        j = _after_cue(tokens, i)
+        if j is None or not _takes(flagged, j, added):
             continue
-        if "\n" in text[tokens.ends[i] : tokens.starts[j]]:
+        if not _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
             continue
-        word, lower = tokens.words[j], tokens.lowers[j]
-        if not word.isalpha() or len(word) < 2 or _common(lower, d) or lower in d.words["med"]:
-            continue
-        if word[0].isupper() or lower in d.words["first"]:
+        added[j] = "RELATIVE"
+        while True:
+            j = _extend_relative(tokens, flagged, j, d, added)
+            if j is None:
+                break
             added[j] = "RELATIVE"
     return added
+
+
+RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
+RELATIVE_SKIP = frozenset({"s", "name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
+RELABEL = frozenset({"DOCTOR", "NAME"})  # a name after a kinship word is a relative's, not a clinician's
+
+
+def _after_cue(tokens: Tokens, i: int) -> int | None:
+    """The token where the name after kinship word i would start, past "'s", "named", "in-law"."""
+    n, lowers = len(tokens), tokens.lowers
+    j = i + 1
+    while j < n:
+        gap = tokens.gaps[j]
+        if gap and RELATIVE_GAP.fullmatch(gap) is None:
+            return None
+        if lowers[j] in RELATIVE_SKIP:
+            j += 1
+        elif lowers[j] == "in" and j + 1 < n and lowers[j + 1] == "law":
+            j += 2
+        else:
+            return j
+    return None
+
+
+def _takes(flagged: Sequence[str | None], j: int, added: dict[int, str]) -> bool:
+    """Whether token j may become RELATIVE: unflagged, or a name taken for a clinician's."""
+    return j not in added and (flagged[j] is None or flagged[j] in RELABEL)
+
+
+def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False, strict: bool = False) -> bool:
+    """Whether token j reads as a relative's name.  Capitalised in mixed case ("Mary"): not a
+    common English or clinical word.  In capitals or lower case, which say nothing: a first name
+    that is not a function word ("jenna", "DON"), a surname that is not common English, or a word
+    rare in English ("margo") that is neither as short as an abbreviation (three letters: "poa",
+    "PCP") nor has a verb's ending.
+    `first`: in capitals or lower case, first names only (a list's later names, after MOM);
+    `strict`: first names and surnames only (a name's later words)."""
+    word, lower = tokens.words[j], tokens.lowers[j]
+    if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles() or lower in d.words["med"]:
+        return False
+    if word[0].isupper() and not word.isupper():
+        return not _common(lower, d)
+    rank = d.english_rank.get(lower, RARE_RANK)
+    if lower in d.words["first"]:
+        return rank >= FUNCTION_RANK
+    if first:
+        return False
+    if lower in d.words["last"]:
+        return rank >= COMMON_RANK
+    return not strict and rank >= RARE_RANK and len(word) > 3 and not VERB_FORM.search(lower)
+
+
+FUNCTION_RANK = 500  # first names among the 500 most frequent English words ("guy", "else") are words there
+# A rare word with a verb's ending is a clinical verb ("trached", "ambulating"), not a name
+# ("Ming" keeps its name: only -ing words of six letters or more).
+VERB_FORM = regex.compile(r"(?:ed|..ing)$")
+RARE_RANK = 20000  # a word rarer than this in English, after a kinship word, is taken for a name
+
+
+def _extend_relative(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> int | None:
+    """The token continuing the relative's name at token j: its next word on the same line
+    ("Mary Ann Smith", "don reid"), or the next name of a list ("David and Theodore", "Smokey, Morris")."""
+    k = j + 1
+    if k >= len(tokens) or not _takes(flagged, k, added):
+        return None
+    gap = tokens.gaps[k]
+    if gap == " " and _relative_word(tokens, k, d, strict=True):
+        return k
+    if gap in (", ", " & ") and _relative_word(tokens, k, d, first=True):
+        return k
+    if tokens.lowers[k] == "and" and gap == " " and k + 1 < len(tokens) and tokens.gaps[k + 1] == " ":
+        if _takes(flagged, k + 1, added) and _relative_word(tokens, k + 1, d, first=True):
+            return k + 1
+    return None
+
+
+def _names_before(text: str, tokens: Tokens, flagged: Sequence[str | None], i: int, d: Dictionaries, added: dict[int, str]) -> None:
+    """Up to three names right before a bracketed kinship word on its line: "Hank Smith (son)"."""
+    if tokens.gaps[i].strip() != "(":
+        return
+    j = i - 1
+    while j >= 0 and i - j <= 3 and _takes(flagged, j, added) and _relative_word(tokens, j, d, strict=i - j > 1):
+        added[j] = "RELATIVE"
+        if tokens.gaps[j] != " ":
+            break
+        j -= 1
 
 
 def propagate(

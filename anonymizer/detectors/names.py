@@ -10,6 +10,12 @@ The names and the relatives detectors share one tokenisation of each note (:meth
 A variant that is also a common word ("morning" or "running" for Manning) is taken only where
 it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
 Exact matches, and variants in all-capitals or all-lower-case notes, are always taken.
+
+A given name's common nicknames and diminutives are the name too, both ways (a William written
+"Bill", a record "Peggy" written "Margaret"; rules/nicknames.txt).  They are matched exactly, never
+by edit distance (a nickname's variants would be another name's), and one that is also an
+ordinary English word ("Will", "Pat", "Sue") only where written as a name: capitalised not at a
+sentence's start, or next to another of the record's names ("Bill Tan").
 """
 
 from __future__ import annotations
@@ -31,6 +37,43 @@ from anonymizer.spans import Span
 WORD = regex.compile(r"[^\W\d_]+")
 ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
+WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
+CLASSIFIER_DATA = Path(__file__).resolve().parent.parent / "classifier" / "data"  # english.txt, first_names.txt
+SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
+
+
+class Nicknames:
+    """The nicknames of each given name and the given names of each nickname (rules/nicknames.txt),
+    and which of them are ordinary English words, read once per run."""
+
+    def __init__(self, lines: Iterable[str], words: Iterable[str]) -> None:
+        related: dict[str, set[str]] = {}
+        for line in lines:
+            name, *nicknames = line.casefold().split()
+            related.setdefault(name, set()).update(nicknames)
+            for nickname in nicknames:
+                related.setdefault(nickname, set()).add(name)
+        self._related = {name: frozenset(others) for name, others in related.items()}
+        self.words = frozenset(words)
+
+    @classmethod
+    def from_rules(cls, rules_dir: Path, common: frozenset[str]) -> "Nicknames":
+        """rules/nicknames.txt; the ordinary words are rules/common_words.txt's ("bill", "will",
+        "sue" are in it, "william", "peggy" are not) and the frequent English words that are no
+        given name ("bell", a surname taken out of common_words.txt)."""
+        path = rules_dir / "nicknames.txt"
+        if not path.is_file():
+            return cls([], ())
+        given = frozenset(read_word_list(CLASSIFIER_DATA / "first_names.txt"))
+        english = [w for w in read_word_list(CLASSIFIER_DATA / "english.txt")[:WORD_RANK] if w not in given]
+        return cls(read_word_list(path), common | frozenset(english))
+
+    def of(self, tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+        """The names related to `tokens` that are not tokens themselves: those taken wherever
+        they occur, and those that are also English words (taken only where written as names)."""
+        tokens = frozenset(tokens)
+        related = {other for t in tokens for other in self._related.get(t, ()) if len(other) > SHORT} - tokens
+        return frozenset(related - self.words), frozenset(related & self.words)
 
 
 class NameTokens:
@@ -39,8 +82,11 @@ class NameTokens:
     def __init__(self, connectors: Iterable[str]) -> None:
         # Connectors such as "bin", "s/o" are removed as whole tokens before splitting, so that
         # "s/o" does not leave the one-letter tokens "s" and "o" behind.
-        alternatives = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True))
-        self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{alternatives})(?![\w/])")
+        ordered = sorted(connectors, key=len, reverse=True)
+        alternatives = "|".join(regex.escape(c) for c in ordered)
+        # A one-letter abbreviation ("b.") is a connector in lower case only: "John B. Smith" keeps its initial.
+        in_record = "|".join(rf"(?-i:{regex.escape(c)})" if sum(ch.isalpha() for ch in c) == 1 else regex.escape(c) for c in ordered)
+        self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{in_record})(?![\w/])")
         # What may stand between two parts of one name: "Tan, W.", "Siti bte Ali", "O'Brien".
         self.gap = regex.compile(rf"(?i)[\s.,'’\-]*(?:(?:{alternatives})[\s.]+)?")
 
@@ -63,6 +109,7 @@ class RecordNames:
         tokens: NameTokens,
         words: NoteWordCache | None = None,
         common: frozenset[str] = frozenset(),
+        nicknames: Nicknames | None = None,
     ) -> None:
         self.name = "record"
         self._field = field
@@ -72,6 +119,7 @@ class RecordNames:
         self._tokens = tokens
         self._words = words or NoteWordCache()
         self._common = common  # common words: variants only where not written in lower case (module docstring)
+        self._nicknames = nicknames
         self._index = per_record(self._build_index)
 
     @classmethod
@@ -85,27 +133,34 @@ class RecordNames:
         """The patient's names (PATIENT) and the relatives' (RELATIVE), sharing one split of each note."""
         tokens, words = NameTokens(read_word_list(rules_dir / "name_connectors.txt")), NoteWordCache()
         common = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
-        return [cls(field, category, threshold, tokens, words, common) for field, category in fields]
+        nicknames = Nicknames.from_rules(rules_dir, common)
+        return [cls(field, category, threshold, tokens, words, common, nicknames) for field, category in fields]
 
-    def _build_index(self, record: PatientRecord) -> tuple[frozenset[str], frozenset[str], Variants | None, frozenset[str]]:
-        """The record's tokens, the short ones (matched exactly), a matcher of the long ones, and the initials."""
+    def _build_index(self, record: PatientRecord) -> _Index:
+        """The record's tokens, the short ones (matched exactly), a matcher of the long ones, the
+        initials, and the nicknames (matched exactly: anywhere, and only where written as names)."""
         tokens = self._tokens(getattr(record, self._field))
         short = frozenset(t for t in tokens if len(t) <= SHORT)
         long = [t for t in tokens if len(t) > SHORT]
-        return frozenset(tokens), short, Variants(long, self._threshold) if long else None, frozenset(t[0] for t in tokens)
+        nicknames, worded = self._nicknames.of(tokens) if self._nicknames is not None else (frozenset(), frozenset())
+        variants = Variants(long, self._threshold) if long else None
+        return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
-        tokens, short, variants, initials = self._index(record)
-        if not short and variants is None:
+        tokens, exact, variants, initials, worded = self._index(record)
+        if not exact and variants is None:
             return []
         words = self._words.words(text)
-        hits = short.intersection(words)
+        hits = exact.intersection(words)
         if variants is not None:
             hits |= variants.among(words)
-        if not hits:
+        cased = worded.intersection(words)
+        if not hits and not cased:
             return []
         matches = self._words.spans(text)
         flagged = [w in hits for _, _, w in matches]
+        if cased:
+            self._add_worded(text, matches, flagged, cased)
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
@@ -131,6 +186,21 @@ class RecordNames:
                     flagged[i] = True
                 previous = i if flagged[i] else None
 
+    def _add_worded(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], cased: frozenset[str]) -> None:
+        """Flag the nicknames that are also English words where written as names: capitalised, not
+        at a sentence's start and not in a capitals-only stretch ("Will", not "WILL" nor a
+        sentence's "Will"), or next to another name of the record ("bill tan")."""
+        for i, (start, end, word) in enumerate(matches):
+            if flagged[i] or word not in cased:
+                continue
+            before = text[:start].rstrip(" \t\"'(")
+            written = text[start].isupper() and not text[start:end].isupper() and bool(before) and before[-1] not in SENTENCE_END
+            beside = (i > 0 and flagged[i - 1] and self._adjacent(text, matches[i - 1], matches[i])) or (
+                i + 1 < len(matches) and flagged[i + 1] and self._adjacent(text, matches[i], matches[i + 1])
+            )
+            if written or beside:
+                flagged[i] = True
+
     def _adjacent(self, text: str, left: tuple[int, int, str], right: tuple[int, int, str]) -> bool:
         return self._tokens.gap.fullmatch(text, left[1], right[0]) is not None
 
@@ -150,6 +220,11 @@ class RecordNames:
         if current is not None:
             spans.append(Span(current[0], current[1], self._category, "record", self._rule))
         return spans
+
+
+# What a record turns into: its tokens, the words matched exactly (short tokens and nicknames),
+# the matcher of spelling variants, the initials, and the nicknames that are English words.
+_Index = tuple[frozenset[str], frozenset[str], "Variants | None", frozenset[str], frozenset[str]]
 
 
 class Variants:

@@ -8,6 +8,11 @@ rule finds what the alternation of the record's renderings would match (docs/per
 the note is reduced once to a skeleton without the characters a rendering may hold between its
 characters (spaces and dashes for identifiers; spaces, dots, dashes and brackets for phones),
 with an offset map, and each value is looked up in it by `str.find`, with boundary checks.
+
+A record address also goes whole, house number, block, unit and postal code included, however the
+note writes it: the address and the note are compared as sequences of words and numbers, each word
+mapped to one form (rules/address_abbreviations.txt: "Ave" is "Avenue", "Blk" is "Block"), with any
+punctuation or spacing between them ("16 Kent Rd #05-67" for "16, Kent Road, #05-67").
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import regex
 from dateutil import parser as dateutil_parser
 
 from anonymizer.record import PatientRecord, per_record
+from anonymizer.resources import data_dir, read_word_list
 from anonymizer.spans import Span
 
 MIN_IDENTIFIER = 4  # shorter "identifiers" would match ordinary words ("ng", "pt")
@@ -70,6 +77,9 @@ ADDRESS_PART = regex.compile(r"[^,;\n]+")
 HAS_NUMBER = regex.compile(r"[\d#]")
 EDGE_PUNCTUATION = regex.compile(r"^[\W_]+|[\W_]+$")
 MIN_PLACE = 3  # a lone word shorter than this ("Mo") is not worth matching
+ADDRESS_TOKEN = re.compile(r"[^\W\d_]+|\d+")  # an address's words and numbers: "S560123" is "s", "560123"
+# What may stand between two words of an address in a note: punctuation and spaces, one line break.
+ADDRESS_GAP = re.compile(r"[ \t,.;:#\-/()]*\n?[ \t,.;:#\-/()]*")
 
 
 # Compiled once per run, whatever the records: no pattern is compiled per patient.
@@ -110,23 +120,29 @@ class _Index:
     postal_codes: tuple[tuple[str, int], ...]
     units: dict[tuple[str, str], int]  # (floor, unit) -> rank
     places: tuple[_Place, ...]
+    sequences: tuple[tuple[str, ...], ...]  # each address as its words and numbers, in one form each
+    anchors: tuple[str, ...]  # the addresses' place words, lower case: a note without any holds no address
+    markers: frozenset[str]  # the addresses' numbers and street, block and unit words
+    reach: int  # the longest address's length: how far from a place word its address may run
     dates: frozenset[tuple[int, int, int]]  # (year, month, day)
     days: frozenset[int]  # a date candidate that mentions none of these cannot match
     day_strings: tuple[str, ...]  # the days without a leading zero: only lines holding one may hold a date
 
     @property
     def empty(self) -> bool:
-        return not (self.identifiers or self.phones or self.compact_dates or self.postal_codes or self.units or self.places or self.dates)
+        return not (self.identifiers or self.phones or self.compact_dates or self.postal_codes or self.units or self.places
+                    or self.sequences or self.dates)
 
 
 class RecordValues:
     """Flags the record's identifiers, phone numbers, dates and addresses in any rendering."""
 
-    def __init__(self, date_pattern: regex.Pattern[str]) -> None:
+    def __init__(self, date_pattern: regex.Pattern[str], abbreviations: dict[str, str] | None = None) -> None:
         self.name = "record"
         self._date_pattern = date_pattern
         self._line_local = _line_local(date_pattern)
-        self._index = per_record(_build_index)
+        self._forms = read_abbreviations() if abbreviations is None else abbreviations
+        self._index = per_record(lambda record: _build_index(record, self._forms))
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         index = self._index(record)
@@ -134,7 +150,7 @@ class RecordValues:
             return []
         spans = []
         low = None
-        if index.identifiers or index.places:
+        if index.identifiers or index.places or index.anchors:
             low = _lower(text)
         for rule, category, candidates in (
             ("identifier", "ID", _identifier_candidates(text, low, index.identifiers) if index.identifiers else None),
@@ -144,6 +160,14 @@ class RecordValues:
         ):
             if candidates:
                 spans += [Span(start, end, category, self.name, rule) for start, end in _leftmost(candidates)]
+        if index.anchors and (windows := _address_windows(text, low, index)):
+            parts = [(s.start, s.end) for s in spans if s.rule == "address"]
+            spans += [
+                Span(start, end, "LOCATION", self.name, "address")
+                for window in windows
+                for start, end in _whole_addresses(text, low, window, index, self._forms)
+                if not any(a <= start and end <= b for a, b in parts)  # adds what the parts left
+            ]
         if index.dates:
             for start, end in self._date_regions(text, index.day_strings):
                 for match in self._date_pattern.finditer(text, start, end):
@@ -187,7 +211,96 @@ def _line_local(pattern: regex.Pattern[str]) -> bool:
     return not pattern.flags & (regex.VERBOSE | regex.WORD) and _LINE_LOCAL.fullmatch(pattern.pattern) is not None
 
 
-def _build_index(record: PatientRecord) -> _Index:
+def read_abbreviations(path: Path | None = None) -> dict[str, str]:
+    """Each form of an address word mapped to its one form (rules/address_abbreviations.txt)."""
+    forms: dict[str, str] = {}
+    for line in read_word_list(path or data_dir("rules") / "address_abbreviations.txt"):
+        first, *others = line.casefold().split()
+        for word in (first, *others):
+            forms.setdefault(word, first)
+    return forms
+
+
+def _address_words(text: str, forms: dict[str, str], start: int = 0, end: int | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, one form) of each word and number of a lower-case text (between `start` and
+    `end`); numbers without leading zeros."""
+    return [
+        (m.start(), m.end(), str(int(w)) if w.isdecimal() and w.isascii() else forms.get(w, w))
+        for m in ADDRESS_TOKEN.finditer(text, start, len(text) if end is None else end)
+        for w in (m.group(),)
+    ]
+
+
+def _address_windows(text: str, low: str, index: _Index) -> list[tuple[int, int]]:
+    """The stretches of the note around a place word of the addresses written as a whole word,
+    as long as an address on either side: only there can a record address be (most notes: none)."""
+    reach = index.reach
+    windows: list[list[int]] = []
+    for anchor in index.anchors:
+        for a in _occurrences(low, anchor):
+            b = a + len(anchor)
+            if (a and _is_word(text[a - 1])) or (b < len(text) and _is_word(text[b])):
+                continue
+            windows.append([max(a - reach, 0), min(b + reach, len(text))])
+    if not windows:
+        return []
+    windows.sort()
+    merged = [windows[0]]
+    for start, end in windows[1:]:
+        if start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out = []
+    for start, end in merged:  # never cut a word in two
+        while start > 0 and _is_word(text[start - 1]):
+            start -= 1
+        while end < len(text) and _is_word(text[end]):
+            end += 1
+        out.append((start, end))
+    return out
+
+
+def _whole_addresses(text: str, low: str, window: tuple[int, int], index: _Index, forms: dict[str, str]) -> list[tuple[int, int]]:
+    """Where a note writes two or more consecutive words of a record address, one of them a place
+    word and one a number or a street, block or unit word (a place name alone is :func:`_place_candidates`'),
+    with only punctuation and spacing between them: from the first to the last, with a unit's
+    "#" before it.  Each of the note's words is compared with the few places its form has in the
+    addresses, so the work grows with the note's length times the addresses' length."""
+    words = _address_words(low, forms, *window)
+    places = {w for sequence in index.sequences for w in sequence if w in index.anchors}
+    at: dict[str, list[tuple[int, int]]] = {}
+    for s, sequence in enumerate(index.sequences):
+        for p, word in enumerate(sequence):
+            at.setdefault(word, []).append((s, p))
+    found = []
+    i, n = 0, len(words)
+    while i < n:
+        best = 0
+        for s, p in at.get(words[i][2], ()):
+            sequence, k = index.sequences[s], 1
+            while (
+                i + k < n
+                and p + k < len(sequence)
+                and words[i + k][2] == sequence[p + k]
+                and ADDRESS_GAP.fullmatch(text, words[i + k - 1][1], words[i + k][0])
+            ):
+                k += 1
+            run = sequence[p : p + k]
+            if k >= 2 and k > best and any(w in places for w in run) and any(w in index.markers for w in run):
+                best = k
+        if best:
+            start = words[i][0]
+            if start > 0 and text[start - 1] == "#":
+                start -= 1
+            found.append((start, words[i + best - 1][1]))
+            i += best
+        else:
+            i += 1
+    return found
+
+
+def _build_index(record: PatientRecord, forms: dict[str, str] | None = None) -> _Index:
     dates = frozenset((d.year, d.month, d.day) for d in record.dates)
     # The rank of every alternative is its place in the alternation the detector used to compile
     # per patient (longer pattern text first; ties, which that order left to chance, by the text).
@@ -200,7 +313,13 @@ def _build_index(record: PatientRecord) -> _Index:
     phones = {pattern: digits for value in record.phones if (digits := regex.sub(r"[^0-9]", "", value)) and (pattern := _phone(value))}
     compact = {p: p.removeprefix("(?<!\\d)").removesuffix("(?!\\d)") for date in dates for p in _compact_dates(*date)}
     postal, units, places = {}, {}, {}
+    forms = forms or {}
+    generic = ADDRESS_WORDS | set(forms.values())  # street, block and unit words in every form
+    sequences, anchors = [], set()
     for value in record.addresses:
+        sequence = tuple(w for _, _, w in _address_words(_lower(value), forms))
+        sequences.append(sequence)
+        anchors |= {w for w in sequence if w.isalpha() and len(w) >= MIN_PLACE and w not in generic}
         for code in POSTAL_CODE.findall(value):
             postal[rf"(?<!\d){code}(?!\d)"] = code
         for floor, unit in UNIT.findall(value):
@@ -218,6 +337,10 @@ def _build_index(record: PatientRecord) -> _Index:
         postal_codes=tuple((code, ranks["address"][p]) for p, code in postal.items()),
         units={key: ranks["address"][p] for p, key in units.items()},
         places=tuple(_Place(tuple(_lower(w) for w in words), ranks["address"][p], len(words) == 1) for p, words in places.items()),
+        sequences=tuple(sequences),
+        anchors=tuple(sorted(anchors)),
+        markers=frozenset(w for sequence in sequences for w in sequence if w.isdecimal() or w in generic),
+        reach=2 * max((len(value) for value in record.addresses), default=0) + 16,  # abbreviations spelled out, wider spacing
         dates=dates,
         days=frozenset(day for _, _, day in dates),
         day_strings=tuple(sorted({str(day) for _, _, day in dates})),
