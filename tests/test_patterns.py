@@ -126,9 +126,13 @@ def test_seed_003_false_positives_are_not_dates(detector: PatternDetector, text:
 
 
 def test_date_pattern_finds_every_date_of_the_cases(detector: PatternDetector, rules: list[Rule]) -> None:
+    """Every date of a case but those only rules left out of the candidates explain ("FU 9.4")."""
     date_rules = {rule.name for rule in rules if rule.category == "DATE"}
+    left_out = {rule.name for rule in rules if not rule.candidate}
     for case in CASES["case"]:
         text = case["text"]
+        if case.get("rules") and left_out.issuperset(case["rules"]):
+            continue
         for expected in case["expect"]:
             category, value = expected.split(" ", 1)
             if category != "DATE":

@@ -135,4 +135,4 @@ def test_a_registry_is_built_from_entries():
     assert mine.names() == ("beds", "regex") and len(mine) == 2 and "beds" in mine
     pipeline = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(), registry=mine)
     assert pipeline.classifier is None  # no classifier in this catalogue
-    assert {s.source for s in pipeline.rule_spans("bed 3 on 12/03/2019", RECORD)} == {"beds:bed", "regex:date_dmy_numeric"}
+    assert {s.source for s in pipeline.rule_spans("bed 3 on 12/03/2019", RECORD)} == {"beds:bed", "regex:date_cued_numeric"}

@@ -33,7 +33,7 @@ RULE_FILES = ("patterns.toml", "dates.toml", "context.toml")
 SECTIONS = frozenset({"components", "pattern", "date_styles", "date_order", "exception"})
 CONTEXT_WINDOW = 64  # characters of context an exception reads on each side of a match
 PRECHECK_KEYS = frozenset({"requires", "requires_any"})
-PATTERN_KEYS = frozenset({"name", "category", "regex", "validate", "ignore_case"}) | PRECHECK_KEYS
+PATTERN_KEYS = frozenset({"name", "category", "regex", "validate", "ignore_case", "candidate"}) | PRECHECK_KEYS
 EXCEPTION_KEYS = frozenset({"name", "applies_to", "match", "before", "after"})
 
 # "{name}" refers to a component, except after \p \P \N \x, where braces belong to the syntax.
@@ -152,6 +152,7 @@ class Rule:
     lowered: regex.Pattern[str] | None = None  # `pattern` for the lower-cased ASCII note (see lowered)
     steps: float = math.inf  # at most this many steps of `lowered` from one position (see work_bound)
     origin: str = ""  # the file that defines it
+    candidate: bool = True  # among the candidate dates the record detector parses (PatternDetector.date_pattern)
 
 
 def load_rules(rules_dir: Path, extra: Sequence[Path] = ()) -> list[Rule]:
@@ -223,12 +224,21 @@ RawRule = tuple[Path, Mapping, Mapping[str, str], Sequence[Mapping]]
 def _date_rules(data: Mapping) -> Iterable[tuple[dict, Mapping[str, str], Sequence[Mapping]]]:
     """Each date order in each style: template "{D}{sep}{M}{sep}{year}" x style "name" -> date_dmy_name.
 
-    The rule has the prechecks of both its style and its order.
+    The rule has the prechecks of both its style and its order.  An order's `styles` lists the
+    only styles it is made in, where the others would repeat what other rules find.
     """
+    styles = data.get("date_styles", {})
     for order in data.get("date_order", []):
-        for style_name, style in data.get("date_styles", {}).items():
+        chosen = order.get("styles", list(styles))
+        unknown = set(chosen) - set(styles)
+        if unknown:
+            raise ConfigError(f"date order '{order.get('name')}': unknown styles {sorted(unknown)}")
+        for style_name in chosen:
+            style = styles[style_name]
             slots = {key: value for key, value in style.items() if key not in PRECHECK_KEYS}
             entry = {"name": f"date_{order['name']}_{style_name}", "category": "DATE", "regex": order["template"]}
+            if "candidate" in order:
+                entry["candidate"] = order["candidate"]
             yield entry, slots, (style, order)
 
 
@@ -268,6 +278,7 @@ def _rule(
         exceptions=tuple(e for e in exceptions if e.guards(name, category)),
         prechecks=tuple(check for table in declared for check in _prechecks(table, {**components, **slots}, case, where)),
         origin=str(path),
+        candidate=bool(entry.get("candidate", True)),
     )
 
 

@@ -32,7 +32,7 @@ class ParsedDate:
     """A date span cut into tokens, with the token index of each part it writes."""
 
     tokens: list[str]
-    kinds: list[str]  # num, month, weekday, ord, decade, word, sep
+    kinds: list[str]  # num, month, weekday, ord, decade, word, sep, time (a timestamp's, kept)
     order: str  # the parts written, in text order: "dmy", "my", "y", "d", or "c" (compact digits)
     day: int | None = None
     month: int | None = None
@@ -101,6 +101,10 @@ def parse_date(text: str, preferred: Sequence[str] = (), record_dates: Iterable[
     date of birth written month first is read as such.
     """
     tokens, kinds = tokenize_date(text)
+    if "T" in tokens:  # an ISO 8601 timestamp ("2023-11-02T08:15:00Z"): its time is kept as written
+        at = tokens.index("T")
+        if 0 < at < len(kinds) - 1 and kinds[at - 1] == kinds[at + 1] == "num":
+            kinds[at:] = ["time"] * (len(kinds) - at)
     comps = [i for i, k in enumerate(kinds) if k in ("num", "month")]
     if not comps or len(comps) > 3 or sum(k == "month" for k in kinds) > 1:
         return None
