@@ -211,7 +211,7 @@ DETECTORS = DetectorRegistry(
         DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
         DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
         DetectorEntry("lists", _lists, "configured doctors, hospitals, places ([[lists]])"),
-        DetectorEntry("places", _places, "towns, states and countries after a cue, institutions by suffix, addresses (rules/places.toml)"),
+        DetectorEntry("places", _places, "towns after a cue, institutions by suffix, universities, addresses (rules/places.toml)"),
         DetectorEntry("svm", _svm, "what the rules left: a linear SVM over each word's context", stage=CLASSIFIER),
     ]
 )

@@ -169,8 +169,9 @@ class PlaceDetector:
         self._first_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if " " in town)
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
+        # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
         word = r"([a-z][a-z'’-]*)"
-        self._cue = re.compile(rf" (?:{_alternation(rules.cues)})[ \t]+{word}(?:[ \t]+{word})?")
+        self._cue = re.compile(rf" (?:{_alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
         codes = "|".join(sorted(set(rules.states.values())))
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
@@ -317,14 +318,15 @@ class PlaceDetector:
         if not name:
             return
         start = name[-1][0]
-        before = text[max(0, start - 16) : start].rstrip(" \t")
+        segment = text[max(0, start - 16) : start]
+        before = segment.rstrip(" \t")
         last = before.rsplit(None, 1)[-1] if before.strip() else ""
         house = bool(last) and HOUSE_NUMBER.fullmatch(last) is not None
         after = AFTER_NUMBER.match(text, end)
         if caps and not house and after is None:
             return  # in capitals "FLUIDS ROAD" could be anything
         if house:
-            start -= len(text[:start]) - len(before) + len(last)
+            start -= len(segment) - len(before) + len(last)
         if after is not None:
             end = after.end()
         spans.append(Span(start, end, "LOCATION", self.name, "street"))
