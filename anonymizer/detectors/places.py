@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
 NEVER = float("inf")  # the population of a state or a country: it always counts
-WINDOW = 80  # characters read before an anchor for the name that ends at it
+WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
 TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 _TRAILING = ".,;:)!?\"'"
@@ -167,6 +167,7 @@ class PlaceDetector:
             town.split()[0] for town in self._towns if " " not in town or not rules.english(town.split()[0])
         )
         self._first_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if " " in town)
+        self._long_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if town.count(" ") >= 2)
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
@@ -209,9 +210,15 @@ class PlaceDetector:
         spans: list[Span] = []
         found = self._cue.findall(low)
         if found and not (self._first_words.isdisjoint(map(_first, found)) and self._first_pairs.isdisjoint(map(" ".join, found))):
+            towns = self._towns
             for m in self._cue.finditer(low):
-                if m[1] in self._first_words or f"{m[1]} {m[2]}" in self._first_pairs:
+                one, two = m[1], f"{m[1]} {m[2]}"
+                if two in self._long_pairs:  # a name of three or four words may follow
                     self._town_after_cue(text, low, caps, m.start(1), spans)
+                elif m[2] and two in towns:  # names of two words are never English-only-when-capitalised
+                    spans.append(Span(m.start(1), m.end(2), "LOCATION", name, "town_after_cue"))
+                elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
+                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_after_cue"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
@@ -261,7 +268,9 @@ class PlaceDetector:
     def _anchored(self, text: str, caps: bool, m: re.Match[str], spans: list[Span]) -> None:
         rules = self._rules
         at = m.start("anchor")
-        anchor = " ".join(m["anchor"].lower().split())
+        anchor = m["anchor"]
+        if " " in anchor or "\t" in anchor:
+            anchor = " ".join(anchor.split())
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
@@ -273,27 +282,36 @@ class PlaceDetector:
         elif not caps and text[at : m.end("anchor")] in rules.street_abbreviations and not NAME_AFTER.match(text, m.end()):
             self._street(text, caps, at, m.end(), spans)  # "Elm St", but not "St John's wort", "ST elevation"
 
-    def _name_before(self, text: str, caps: bool, end: int) -> list[tuple[int, int]]:
-        """The capitalised words that end at `end` (nearest first), on one line, no punctuation between."""
+    def _name_before(self, text: str, caps: bool, end: int) -> list[tuple[int, int, str]]:
+        """The capitalised words that end at `end`, nearest first, on one line and with no
+        punctuation between, as (start, end, the word lower-cased without a possessive)."""
         rules = self._rules
-        name: list[tuple[int, int]] = []
-        for s, e in _tokens_before(text, end, 2 * MAX_NAME_WORDS):
-            token = text[s:e]
-            key = token.lower()
-            if token[-1] in ",;:()" or (name and token[-1] == "."):
+        lo = max(0, end - WINDOW)
+        line = text.rfind("\n", lo, end)
+        segment = text[line + 1 if line >= 0 else lo : end]
+        base = end - len(segment)
+        position = len(segment)
+        name: list[tuple[int, int, str]] = []
+        for token in reversed(segment.rsplit(None, MAX_NAME_WORDS + 2)[-MAX_NAME_WORDS - 2 :]):
+            position = segment.rfind(token, 0, position)
+            first, last = token[0], token[-1]
+            if last in ",;:()" or (name and last == "."):
                 break
-            if key in CONNECTORS and name:
-                name.append((s, e))
+            key = token.lower()
+            if key in CONNECTORS:
+                if not name:
+                    break
+                name.append((base + position, base + position + len(token), key))
                 continue
             bare = key.rstrip(".").removesuffix("'s").removesuffix("’s")
-            if not token[0].isupper() or bare in rules.stop_words or key in rules.stop_words or not bare[:1].isalpha():
+            if not first.isupper() or bare in rules.stop_words or key in rules.stop_words or not bare[:1].isalpha():
                 break
             if (caps or token.isupper()) and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (bare in rules.departments and name)):
                 break  # in capitals every word looks like a name: "CON'T REHAB", "MET C HOSPICE"
-            name.append((s, e))
+            name.append((base + position, base + position + len(token), bare))
             if len(name) >= MAX_NAME_WORDS:
                 break
-        while name and text[name[-1][0] : name[-1][1]].lower() in CONNECTORS:
+        while name and name[-1][2] in CONNECTORS:
             name.pop()
         return name
 
@@ -302,10 +320,10 @@ class PlaceDetector:
         name = self._name_before(text, caps, end)
         if not name:
             return
-        words = [text[s:e].lower().rstrip(".").removesuffix("'s") for s, e in name]
-        if words[0] in rules.departments or all(w in rules.departments or w in CONNECTORS for w in words):
+        departments = rules.departments
+        if name[0][2] in departments or all(w in departments or w in CONNECTORS for _, _, w in name):
             return  # "Heart Clinic", "Outside Hospital"
-        if all(text[s:e].isupper() for s, e in name) and all(w in rules.everyday for w in words):
+        if all(text[s:e].isupper() for s, e, _ in name) and all(w in rules.everyday for _, _, w in name):
             return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         start, stop = name[-1][0], name[0][1]
         while stop > start and text[stop - 1] in _TRAILING:
@@ -314,7 +332,7 @@ class PlaceDetector:
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
         rules = self._rules
-        name = [(s, e) for s, e in self._name_before(text, caps, at) if text[s:e].lower() not in rules.departments]
+        name = [(s, e) for s, e, word in self._name_before(text, caps, at) if word not in rules.departments]
         if not name:
             return
         start = name[-1][0]
