@@ -1,5 +1,6 @@
-"""Places and institutions missing from the hospital's own lists: towns, states and countries,
-institutions named by a suffix, universities named after a state, and addresses.
+"""Places and institutions missing from the hospital's own lists: towns (states and countries
+only when switched on in ``rules/places.toml``), institutions named by a suffix, universities
+named after a state, and addresses.
 
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
@@ -176,7 +177,7 @@ class PlaceDetector:
         codes = "|".join(sorted(set(rules.states.values())))
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
-        self._state = re.compile(rf",[ \t]?(?:{codes}|{_alternation(variants)})(?![\w-])")
+        self._state = re.compile(rf",[ \t]?{_alternation([*rules.states.values(), *variants])}(?![\w-])")
         # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
         self._state_name = re.compile(rf",[ \t]?{_alternation(n.upper() for n in rules.states)}(?![\w-])")
         # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
@@ -223,8 +224,12 @@ class PlaceDetector:
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
-        for pattern, rule, source in ((UNIT, "unit", text), (POSTAL, "postcode", low), (BLOCK, "block", low)):
-            spans += [Span(m.start(), m.end(), "LOCATION", name, rule) for m in pattern.finditer(source) if _starts_word(source, m.start())]
+        if "#" in text:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
+        if "singapore" in low or "s(" in low:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
+        if "blk" in low:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
         if "univ" in low:
             found = [m for m in self._university.finditer(low) if _starts_word(low, m.start())]
             spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
@@ -380,5 +385,7 @@ def _stamp(rules_dir: Path) -> tuple[int, ...]:
 
 @lru_cache(maxsize=4)
 def _build(rules_dir: Path, stamp: tuple[int, ...]) -> PlaceDetector:
-    """Compiling the town patterns takes a moment: pipelines built from the same, unchanged rules share one."""
-    return PlaceDetector(PlaceRules.load(rules_dir))
+    """Reading the town lists takes a moment: pipelines built from the same, unchanged rules share one."""
+    detector = PlaceDetector(PlaceRules.load(rules_dir))
+    logger.info("places: %d town names read from %s", len(detector._towns), rules_dir / "places")
+    return detector
