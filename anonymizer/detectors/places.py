@@ -101,6 +101,7 @@ class PlaceRules:
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
     departments: frozenset[str]
+    generic: frozenset[str]
     stop_words: frozenset[str]
     street_types: frozenset[str]
     street_abbreviations: frozenset[str]
@@ -136,6 +137,7 @@ class PlaceRules:
             states=states,
             suffixes=_words(institutions["suffixes"]),
             departments=_words(institutions["departments"]),
+            generic=_words(institutions["generic_words"]),
             stop_words=_words(institutions["stop_words"]),
             street_types=_words(addresses["street_types"]),
             street_abbreviations=frozenset(addresses["street_abbreviations"]),
@@ -311,7 +313,8 @@ class PlaceDetector:
             bare = key.rstrip(".").removesuffix("'s").removesuffix("’s")
             if not first.isupper() or bare in rules.stop_words or key in rules.stop_words or not bare[:1].isalpha():
                 break
-            if (caps or token.isupper()) and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (bare in rules.departments and name)):
+            shouting = caps or token.isupper()
+            if shouting and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (name and bare in rules.departments)):
                 break  # in capitals every word looks like a name: "CON'T REHAB", "MET C HOSPICE"
             name.append((base + position, base + position + len(token), bare))
             if len(name) >= MAX_NAME_WORDS:
@@ -325,9 +328,9 @@ class PlaceDetector:
         name = self._name_before(text, caps, end)
         if not name:
             return
-        departments = rules.departments
-        if name[0][2] in departments or all(w in departments or w in CONNECTORS for _, _, w in name):
-            return  # "Heart Clinic", "Outside Hospital"
+        departments, generic = rules.departments, rules.generic
+        if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
+            return  # "Heart Clinic", "Outside Hospital", "General Hospital"
         if all(text[s:e].isupper() for s, e, _ in name) and all(w in rules.everyday for _, _, w in name):
             return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         start, stop = name[-1][0], name[0][1]
@@ -337,7 +340,7 @@ class PlaceDetector:
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
         rules = self._rules
-        name = [(s, e) for s, e, word in self._name_before(text, caps, at) if word not in rules.departments]
+        name = [(s, e) for s, e, word in self._name_before(text, caps, at) if word not in rules.departments and word not in rules.generic]
         if not name:
             return
         start = name[-1][0]
