@@ -28,6 +28,7 @@ from anonymizer.detectors import Detector
 from anonymizer.detectors.honorifics import HonorificDetector
 from anonymizer.detectors.lists import ListDetector
 from anonymizer.detectors.names import RecordNames
+from anonymizer.detectors.places import PlaceDetector
 from anonymizer.detectors.values import RecordValues
 from anonymizer.settings import ClassifierConfig, DetectorsConfig
 
@@ -189,6 +190,10 @@ def _lists(c: BuildContext) -> list[Detector]:
     return [ListDetector(c.lists)]
 
 
+def _places(c: BuildContext) -> list[Detector]:
+    return [PlaceDetector.from_rules(c.rules_dir)]
+
+
 def _svm(c: BuildContext) -> Any:
     if not c.classifier.enabled:
         return None
@@ -206,6 +211,7 @@ DETECTORS = DetectorRegistry(
         DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
         DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
         DetectorEntry("lists", _lists, "configured doctors, hospitals, places ([[lists]])"),
+        DetectorEntry("places", _places, "towns after a cue, institutions by suffix, universities, addresses (rules/places.toml)"),
         DetectorEntry("svm", _svm, "what the rules left: a linear SVM over each word's context", stage=CLASSIFIER),
     ]
 )

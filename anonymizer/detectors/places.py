@@ -1,0 +1,394 @@
+"""Places and institutions missing from the hospital's own lists: towns (states and countries
+only when switched on in ``rules/places.toml``), institutions named by a suffix, universities
+named after a state, and addresses.
+
+A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
+March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
+"transferred from", "resident of") or before ", <state>" ("Dayton, OH").  After a cue a name that
+is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
+white marsh"); a one-word English name must be capitalised in a note not all in capitals and
+belong to a large town ("from Reading", never "in reading").  An institution is the capitalised
+words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
+word before the suffix is a department ("Heart Clinic"); only the name is flagged, since the suffix
+identifies no one.  A street is capitalised words before a street type, with the house or block
+number before and a number after ("Blk 123A Bedok North St 4").
+
+The per-note path is a few regexes that each start with a literal character (a space, a comma, a
+"#"), which the engine finds fast, and set lookups; Python works only on their hits, on a few
+words around each.  The lists are read and the patterns compiled once per run (and shared by the
+pipelines built from the same, unchanged rules).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from operator import itemgetter
+from pathlib import Path
+from typing import Iterable
+
+from anonymizer.record import PatientRecord
+from anonymizer.resources import read_word_list
+from anonymizer.spans import Span
+
+logger = logging.getLogger(__name__)
+
+ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
+NEVER = float("inf")  # the population of a state or a country: it always counts
+WINDOW = 64  # characters read before an anchor for the name that ends at it
+MAX_NAME_WORDS = 4
+TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
+_TRAILING = ".,;:)!?\"'"
+# A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
+HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
+AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
+NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
+# Each of these starts with a literal, which the engine finds fast; the character before the match
+# is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
+UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/.\d-])")  # "#05-67"
+POSTAL = re.compile(r"singapore[ \t]*\(?[ \t]*\d{6}\b\)?|s[ \t]?\(\d{6}\)")  # "Singapore 461123", "S(461123)"
+BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 2" is a heart block)
+
+
+def _words(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(v.strip().lower() for v in values if v.strip())
+
+
+def _alternation(words: Iterable[str]) -> str:
+    """One group matching any of `words`, factored as a trie so that the engine tries each
+    position's letter once rather than every word; longest first; a space matches spaces or tabs."""
+    trie: dict[str, dict] = {}
+    for word in set(words):
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _node(trie) or "(?!)"
+
+
+def _node(node: dict[str, dict]) -> str:
+    branches = [("[ \t]+" if char == " " else re.escape(char)) + _node(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+    return f"(?:{body})?" if "" in node else body
+
+
+def _read_pairs(path: Path) -> list[tuple[str, str]]:
+    """Lines ``name<TAB>value`` of a generated place file ('#' lines are its header)."""
+    pairs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("\t")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+@dataclass(frozen=True)
+class PlaceRules:
+    """rules/places.toml and rules/places/ as read once per run."""
+
+    places: dict[str, float]  # lower-case name -> population (NEVER for states and countries)
+    common: frozenset[str]  # English and clinical words: a name made of them needs case or a cue to tell it
+    everyday: frozenset[str]  # the most frequent of them (rules/common_words.txt)
+    min_population: int
+    min_population_english: int
+    cues: frozenset[str]
+    not_places: frozenset[str]
+    states: dict[str, str]  # lower-case state name -> postal code
+    suffixes: frozenset[str]
+    departments: frozenset[str]
+    generic: frozenset[str]
+    stop_words: frozenset[str]
+    street_types: frozenset[str]
+    street_abbreviations: frozenset[str]
+    street_prefixes: frozenset[str]
+
+    @classmethod
+    def load(cls, rules_dir: Path) -> PlaceRules:
+        rules = tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))
+        folder = rules_dir / "places"
+        towns, addresses, institutions = rules["towns"], rules["addresses"], rules["institutions"]
+        places: dict[str, float] = {}
+        for name, people in _read_pairs(folder / "cities.txt"):
+            places[name] = max(places.get(name, 0), int(people))
+        # States and countries are not identifying enough to be PHI (HIPAA's Safe Harbor keeps
+        # them): each can be switched on; a state after a comma is a cue for the town before it.
+        if towns["countries"]:
+            places.update(dict.fromkeys(read_word_list(folder / "countries.txt"), NEVER))
+        states = dict(_read_pairs(folder / "states.txt"))
+        if towns["states"]:
+            places.update(dict.fromkeys(states, NEVER))
+        english = [w for w in ENGLISH.read_text(encoding="utf-8").splitlines() if w and not w.startswith("#")]
+        common = {w.lower() for w in english[: towns["english_top"]]}
+        everyday = frozenset(w.lower() for w in read_word_list(rules_dir / "common_words.txt"))
+        common |= everyday
+        return cls(
+            places=places,
+            common=frozenset(common),
+            everyday=everyday,
+            min_population=towns["min_population"],
+            min_population_english=towns["min_population_english"],
+            cues=_words(towns["cues"]),
+            not_places=_words(towns["not_places"]),
+            states=states,
+            suffixes=_words(institutions["suffixes"]),
+            departments=_words(institutions["departments"]),
+            generic=_words(institutions["generic_words"]),
+            stop_words=_words(institutions["stop_words"]),
+            street_types=_words(addresses["street_types"]),
+            street_abbreviations=frozenset(addresses["street_abbreviations"]),
+            street_prefixes=_words(addresses["street_prefixes"]),
+        )
+
+    def english(self, name: str) -> bool:
+        return all(word in self.common for word in name.split())
+
+
+class PlaceDetector:
+    """Flags towns after a cue or before a state, institutions before a suffix, universities
+    named after a state, and addresses (streets, blocks, unit numbers, Singapore postcodes)."""
+
+    def __init__(self, rules: PlaceRules) -> None:
+        self.name = "places"
+        self._rules = rules
+        # Towns by the case they may be written in: any case when not an English word or of
+        # several words ("rockport", "new haven"), capitalised when one English word ("Reading").
+        self._towns: dict[str, bool] = {}  # name -> whether it must be capitalised
+        for town, people in rules.places.items():
+            if town in rules.not_places or town.split()[0] in FUNCTION_WORDS:
+                continue
+            one_english_word = " " not in town and rules.english(town)
+            if people >= (rules.min_population_english if one_english_word else rules.min_population):
+                self._towns[town] = one_english_word
+        # What a town's name starts with: its one word, or its first word when that is not an
+        # English one ("bel air"), else its first two words ("white marsh").
+        self._first_words = frozenset(
+            town.split()[0] for town in self._towns if " " not in town or not rules.english(town.split()[0])
+        )
+        self._first_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if " " in town)
+        self._long_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if town.count(" ") >= 2)
+        # On the lower-cased note: a cue and the two words after it.  A note is read further only
+        # when they start a town's name (set lookups, no pattern of thousands of names).
+        # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
+        word = r"([a-z][a-z'’-]*)"
+        self._cue = re.compile(rf" (?:{_alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
+        codes = "|".join(sorted(set(rules.states.values())))
+        # ", " then a state's postal code in capitals or its name in any case: the town before it.
+        variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
+        self._state = re.compile(rf",[ \t]?{_alternation([*rules.states.values(), *variants])}(?![\w-])")
+        # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
+        self._state_name = re.compile(rf",[ \t]?{_alternation(n.upper() for n in rules.states)}(?![\w-])")
+        # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
+        # the name before it is on the same line, so a space precedes it, and a pattern that
+        # starts with a space is searched fast.
+        anchors = rules.suffixes | rules.street_types | rules.street_prefixes | {a.lower() for a in rules.street_abbreviations}
+        self._anchor = re.compile(rf" (?P<anchor>{_alternation(anchors)})\.?(?![\w'’-])")
+        # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
+        self._street_prefix = re.compile(
+            r"[A-Za-z]+[ \t]+(?:[A-Z][\w'-]*|\d{1,4}[A-Za-z]?\b)(?:[ \t]+[A-Z][\w'-]*){0,2}(?:[ \t]+\d{1,4}[A-Za-z]?\b)?"
+        )
+        # Universities named after a state (hospitals of their own), on the lower-cased note;
+        # "U of <code>" as written.
+        state_names = _alternation(rules.states)
+        self._university = re.compile(
+            rf"univ(?:ersity|\.)?[ \t]+of[ \t]+(?:{state_names})(?![\w-])"
+            rf"|(?:{state_names})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])"
+        )
+        self._university_code = re.compile(rf" U of (?:{codes})(?![\w-])")
+
+    @classmethod
+    def from_rules(cls, rules_dir: Path) -> PlaceDetector:
+        return _build(rules_dir.resolve(), _stamp(rules_dir))
+
+    def __call__(self, text: str, record: PatientRecord) -> list[Span]:
+        low = text.lower()
+        if len(low) != len(text):  # a letter whose lower case is longer would shift every offset
+            low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        caps = text.isupper()
+        name = self.name
+        spans: list[Span] = []
+        found = self._cue.findall(low)
+        if found and not (self._first_words.isdisjoint(map(_first, found)) and self._first_pairs.isdisjoint(map(" ".join, found))):
+            towns = self._towns
+            for m in self._cue.finditer(low):
+                one, two = m[1], f"{m[1]} {m[2]}"
+                if two in self._long_pairs:  # a name of three or four words may follow
+                    self._town_after_cue(text, low, caps, m.start(1), spans)
+                elif m[2] and two in towns:  # names of two words are never English-only-when-capitalised
+                    spans.append(Span(m.start(1), m.end(2), "LOCATION", name, "town_after_cue"))
+                elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
+                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_after_cue"))
+        for m in (self._state_name if caps else self._state).finditer(text):
+            self._town_before_state(text, m.start(), spans)
+        for m in self._anchor.finditer(low):
+            self._anchored(text, caps, m, spans)
+        if "#" in text:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
+        if "singapore" in low or "s(" in low:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
+        if "blk" in low:
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
+        if "univ" in low:
+            found = [m for m in self._university.finditer(low) if _starts_word(low, m.start())]
+            spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
+        spans += [Span(m.start() + 1, m.end(), "HOSPITAL", name, "university") for m in self._university_code.finditer(text)]
+        return spans
+
+    def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
+        """The longest town name of up to four words from `start`, written in a case it may be."""
+        run = TOWN_RUN.match(low, start)
+        words: list[tuple[int, int]] = []
+        position = start
+        for word in run[0].split():  # a name does not run over punctuation or a line break
+            position = low.find(word, position)
+            words.append((position, position + len(word)))
+            position += len(word)
+        for n in range(len(words), 0, -1):
+            end = words[n - 1][1]
+            key = " ".join(low[s:e] for s, e in words[:n])
+            capitalised = self._towns.get(key)
+            if capitalised is None:
+                continue
+            if capitalised and (caps or not all(text[s].isupper() for s, _ in words[:n])):
+                continue
+            spans.append(Span(start, end, "LOCATION", self.name, "town_after_cue"))
+            return
+
+    def _town_before_state(self, text: str, comma: int, spans: list[Span]) -> None:
+        """"Dayton, OH", "Rockport, Maine": the town before a state; the state itself stays."""
+        rules = self._rules
+        tokens = _tokens_before(text, comma, 3)
+        for n in range(len(tokens), 0, -1):
+            start, end = tokens[n - 1][0], tokens[0][1]
+            key = text[start:end].lower()
+            people = rules.places.get(key)
+            if people is not None and people >= rules.min_population and key not in rules.not_places:
+                spans.append(Span(start, end, "LOCATION", self.name, "town_before_state"))
+                return
+
+    # ---------------------------------------------------------------- institutions and streets
+
+    def _anchored(self, text: str, caps: bool, m: re.Match[str], spans: list[Span]) -> None:
+        rules = self._rules
+        at = m.start("anchor")
+        anchor = m["anchor"]
+        if " " in anchor or "\t" in anchor:
+            anchor = " ".join(anchor.split())
+        if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
+            if (street := self._street_prefix.match(text, at)) is not None:
+                spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
+        elif anchor in rules.suffixes:
+            self._institution(text, caps, at, spans)
+        elif anchor in rules.street_types:
+            if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
+                self._street(text, caps, at, m.end(), spans)
+        elif not caps and text[at : m.end("anchor")] in rules.street_abbreviations and not NAME_AFTER.match(text, m.end()):
+            self._street(text, caps, at, m.end(), spans)  # "Elm St", but not "St John's wort", "ST elevation"
+
+    def _name_before(self, text: str, caps: bool, end: int) -> list[tuple[int, int, str]]:
+        """The capitalised words that end at `end`, nearest first, on one line and with no
+        punctuation between, as (start, end, the word lower-cased without a possessive)."""
+        rules = self._rules
+        lo = max(0, end - WINDOW)
+        line = text.rfind("\n", lo, end)
+        segment = text[line + 1 if line >= 0 else lo : end]
+        base = end - len(segment)
+        position = len(segment)
+        name: list[tuple[int, int, str]] = []
+        for token in reversed(segment.rsplit(None, MAX_NAME_WORDS + 2)[-MAX_NAME_WORDS - 2 :]):
+            position = segment.rfind(token, 0, position)
+            first, last = token[0], token[-1]
+            if last in ",;:()" or (name and last == "."):
+                break
+            key = token.lower()
+            if key in CONNECTORS:
+                if not name:
+                    break
+                name.append((base + position, base + position + len(token), key))
+                continue
+            bare = key.rstrip(".").removesuffix("'s").removesuffix("’s")
+            if not first.isupper() or bare in rules.stop_words or key in rules.stop_words or not bare[:1].isalpha():
+                break
+            shouting = caps or token.isupper()
+            if shouting and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (name and bare in rules.departments)):
+                break  # in capitals every word looks like a name: "CON'T REHAB", "MET C HOSPICE"
+            name.append((base + position, base + position + len(token), bare))
+            if len(name) >= MAX_NAME_WORDS:
+                break
+        while name and name[-1][2] in CONNECTORS:
+            name.pop()
+        return name
+
+    def _institution(self, text: str, caps: bool, end: int, spans: list[Span]) -> None:
+        rules = self._rules
+        name = self._name_before(text, caps, end)
+        if not name:
+            return
+        departments, generic = rules.departments, rules.generic
+        if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
+            return  # "Heart Clinic", "Outside Hospital", "General Hospital"
+        if all(text[s:e].isupper() for s, e, _ in name) and all(w in rules.everyday for _, _, w in name):
+            return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
+        start, stop = name[-1][0], name[0][1]
+        while stop > start and text[stop - 1] in _TRAILING:
+            stop -= 1
+        spans.append(Span(start, stop, "HOSPITAL", self.name, "institution"))
+
+    def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
+        rules = self._rules
+        name = [(s, e) for s, e, word in self._name_before(text, caps, at) if word not in rules.departments and word not in rules.generic]
+        if not name:
+            return
+        start = name[-1][0]
+        segment = text[max(0, start - 16) : start]
+        before = segment.rstrip(" \t")
+        last = before.rsplit(None, 1)[-1] if before.strip() else ""
+        house = bool(last) and HOUSE_NUMBER.fullmatch(last) is not None
+        after = AFTER_NUMBER.match(text, end)
+        if caps and not house and after is None:
+            return  # in capitals "FLUIDS ROAD" could be anything
+        if house:
+            start -= len(segment) - len(before) + len(last)
+        if after is not None:
+            end = after.end()
+        spans.append(Span(start, end, "LOCATION", self.name, "street"))
+
+
+_first = itemgetter(0)
+
+
+def _tokens_before(text: str, end: int, most: int) -> list[tuple[int, int]]:
+    """The last `most` words before `end` on its line, nearest first, as (start, end)."""
+    lo = max(0, end - WINDOW)
+    line = text.rfind("\n", lo, end)
+    segment = text[line + 1 if line >= 0 else lo : end]
+    base = end - len(segment)
+    tokens = []
+    position = len(segment)
+    for word in segment.rsplit(None, most)[-most:][::-1]:
+        position = segment.rfind(word, 0, position)
+        tokens.append((base + position, base + position + len(word)))
+    return tokens
+
+
+def _starts_word(text: str, at: int) -> bool:
+    return at == 0 or not (text[at - 1].isalnum() or text[at - 1] in "_#")
+FUNCTION_WORDS = frozenset({"the", "a", "an", "of", "and", "in", "on", "at", "by", "to", "for", "with"})
+CONNECTORS = frozenset({"of", "&", "de", "la", "du"})
+
+
+def _stamp(rules_dir: Path) -> tuple[int, ...]:
+    files = [rules_dir / "places.toml", rules_dir / "common_words.txt", *sorted((rules_dir / "places").glob("*.txt"))]
+    return tuple(f.stat().st_mtime_ns for f in files if f.is_file())
+
+
+@lru_cache(maxsize=4)
+def _build(rules_dir: Path, stamp: tuple[int, ...]) -> PlaceDetector:
+    """Reading the town lists takes a moment: pipelines built from the same, unchanged rules share one."""
+    detector = PlaceDetector(PlaceRules.load(rules_dir))
+    logger.info("places: %d town names read from %s", len(detector._towns), rules_dir / "places")
+    return detector

