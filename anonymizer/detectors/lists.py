@@ -47,12 +47,13 @@ WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.t
 _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
-# A word beside a title or a role, or the initials between a name and its role ("LIM KH (MO)").
-_NEXT_WORD = re.compile(r"[^\W\d_][^\W\d_'’\-]*(?:['’\-][^\W\d_]+)*")
+# A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
+# "Lim's") and hyphens, as honorifics.py reads a name; before a role, also initials ("Lim K.H. (MO)").
+_NEXT_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*")
 # What stands between a name and its role: a space, a comma, a slash or a bracket.
 _ROLE_GAP = re.compile(r"(?:[^\S\r\n]*(?P<mark>[(/,])[^\S\r\n]*|[^\S\r\n]+)\Z")
 _TITLE_GAP = re.compile(r"\.?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee"
-_LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|[^\W\d_][^\W\d_'’\-]*(?:['’\-][^\W\d_]+)*)[^\S\r\n]*\Z")
+_LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
 _INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,3})[^\S\r\n]*\Z")
@@ -85,7 +86,8 @@ class ListDetector:
         threshold: float = DetectorsConfig.name_threshold,
     ) -> None:
         self.name = "lists"
-        staff = [e for e in entries.get(STAFF, ()) if MIN_LENGTH <= len(_key(e)) <= MAX_LENGTH]
+        # Short staff entries ("Yi", "Ng") are kept: a part that short is taken only beside a title or a role.
+        staff = [e for e in entries.get(STAFF, ()) if SHORT <= len(_key(e)) <= MAX_LENGTH]
         self._staff = StaffDirectory.from_rules(rules_dir or data_dir("rules"), staff, threshold) if staff else None
         # A one-word staff entry is a part like any other: taken by the directory's rules, not anywhere.
         single = {_key(e) for e in staff if " " not in _key(e)}
@@ -276,7 +278,7 @@ class StaffDirectory:
         if last is None:
             return
         words.append((last.start(1), last.end(1), last.group(1)))
-        if _is_initials(last.group(1)):  # "LIM KH (MO)": the name is the word before the initials
+        if self._are_initials(last.group(1), not text.isupper()):  # "Lim KH (MO)": the name is before the initials
             previous = _LAST_TOKEN.search(text, max(0, last.start() - 40), last.start())
             if previous is not None:
                 words.append((previous.start(1), previous.end(1), previous.group(1)))
@@ -316,11 +318,6 @@ class StaffDirectory:
             return True
         letters = written.strip()
         return mixed and len(letters) > 1 and letters.casefold() not in self._abbreviations
-
-
-def _is_initials(word: str) -> bool:
-    """ "KH", "K.H.": what stands between a surname and its role."""
-    return "." in word or (len(word) <= 3 and word.isupper())
 
 
 def _rank(category: str) -> int:
