@@ -24,6 +24,7 @@ import logging
 import re
 import tomllib
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -42,6 +43,7 @@ MIN_LENGTH = 3  # shorter entries ("Dr", "SG") would match all over ordinary tex
 MAX_LENGTH = 200  # longer lines are not names, and would nest the pattern too deeply
 _SPACES = re.compile(r"\s+")
 _PRIORITY = {category: rank for rank, category in enumerate(CATEGORIES)}
+_START = attrgetter("start")
 STAFF = "DOCTOR"  # the category whose entries are people's full names, matched part by part
 WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.txt, medical.txt
 _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
@@ -123,8 +125,11 @@ class ListDetector:
             category = category or self._fallback
             spans.append(Span(match.start(), match.end(), category, self.name, category.lower()))
         if hits and len(lower) == len(text):  # offsets of the lower case are the text's
-            spans += self._staff.spans(text, lower, hits, self.name)  # type: ignore[union-attr]
-            spans.sort(key=lambda span: span.start)
+            staff = self._staff.spans(text, lower, hits, self.name)  # type: ignore[union-attr]
+            if not spans:
+                return staff
+            spans += staff
+            spans.sort(key=_START)
         return spans
 
 
@@ -202,6 +207,11 @@ class StaffDirectory:
         self._after = vocabulary.after_pattern()
         # "DrLim", "SNPriya": a glued title with each part is a key too, taken only as a Capitalised part.
         self.glued = {title + part: len(title) for title in vocabulary.glued_titles for part in self.parts - self._ambiguous}
+        # What each of the trie's keys is, for one lookup per hit: a title, a role, a glued title,
+        # or a part: ambiguous, a name unless written in lower case ("cased"), or a name.
+        self._kinds = {p: "ambiguous" if p in self._ambiguous else "cased" if p in self._cased else "name" for p in self.parts}
+        self._kinds.update(dict.fromkeys(self.glued, "glued"))
+        self._kinds.update(self.anchors)
         self._long = sorted(p for p in self.parts if len(p) > SHORT)  # compared approximately
         self._lengths = np.array([len(p) for p in self._long], dtype=np.int32)
         self._threshold = threshold
@@ -230,19 +240,18 @@ class StaffDirectory:
         names: list[tuple[int, int, str]] = []  # start, end, rule
         candidates: list[tuple[int, int, str]] = []  # words beside a title or a role
         mixed = not text.isupper()
-        mixed_case = mixed and not text.islower()
         for start, end, key in hits:
-            kind = self.anchors.get(key)
-            if kind is not None:
+            kind = self._kinds[key]
+            if kind == "title" or kind == "role":
                 self._anchored(text, start, end, key, kind, candidates)
-            elif key in self.glued:
+            elif kind == "glued":
                 at = start + self.glued[key]  # "DrLim": capitals at the title's start and at the name's
                 if text[start].isupper() and text[at].isupper() and text[at + 1 : at + 2].islower():
                     names.append((at, end, "staff"))
             elif text.startswith(("'s", "’s"), end):
                 continue  # "Parkinson's": an eponym; the name only beside a title or a role
-            elif key not in self._ambiguous:
-                if not (key in self._cased and text[start].islower() and mixed_case):
+            elif kind != "ambiguous":
+                if kind != "cased" or not text[start].islower() or text.islower():
                     names.append((start, end, "doctor" if key in self._entries else "staff"))
             elif self._after.match(lower, end) is not None:
                 names.append((start, end, "staff"))  # "Lee/ENT", "Lee (PT)", "LEE KH, resp"
@@ -251,12 +260,11 @@ class StaffDirectory:
         if candidates:
             close = self._close({w.casefold() for _, _, w in candidates})
             names += [(start, end, "staff") for start, end, word in candidates if word.casefold() in self.parts or word.casefold() in close]
-        if not names:
-            return []
-        widest = {}  # one span per name: a part found both alone and beside a role is one name
-        for start, end, rule in sorted(names, key=lambda name: name[2] != "staff"):
-            widest[start, end] = rule
-        return [Span(*self._initials(text, start, end, mixed), STAFF, source, rule) for (start, end), rule in sorted(widest.items())]
+            widest = {}  # one span per name: a part found both alone and beside a role is one name
+            for start, end, rule in sorted(names, key=lambda name: name[2] != "staff"):
+                widest[start, end] = rule
+            names = [(start, end, rule) for (start, end), rule in sorted(widest.items())]
+        return [Span(*self._initials(text, start, end, mixed), STAFF, source, rule) for start, end, rule in names]
 
     def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str]]) -> None:
         """Add the word a title or a role stands beside: after "Dr", "RN", "Staff Nurse"; before
@@ -305,10 +313,12 @@ class StaffDirectory:
         """A name widened over the initials written beside it: "Lim K.H.", "LIM KH", "K.H. Lim".
         Initials without periods count only in mixed-case text, and never when they are an
         abbreviation of a note ("Lee HR 80", "Tan ICU")."""
-        after = _INITIALS_AFTER.match(text, end)
+        # Initials are capitals: where the next or previous characters are lower case there are none.
+        after = None if text[end : end + 3].islower() else _INITIALS_AFTER.match(text, end)
         if after is not None and self._are_initials(after.group(), mixed):
             end += len(after.group().rstrip())
-        before = _INITIALS_BEFORE.search(text, max(0, start - 12), start)
+        around = text[start - 3 if start > 3 else 0 : start]
+        before = None if not around or around.islower() else _INITIALS_BEFORE.search(text, start - 12 if start > 12 else 0, start)
         if before is not None and self._are_initials(before.group(), mixed):
             start = before.start()
         return start, end
