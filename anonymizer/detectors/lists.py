@@ -213,7 +213,7 @@ class StaffDirectory:
         self._kinds.update(dict.fromkeys(self.glued, "glued"))
         self._kinds.update(self.anchors)
         self._long = sorted(p for p in self.parts if len(p) > SHORT)  # compared approximately
-        self._lengths = np.array([len(p) for p in self._long], dtype=np.int32)
+        self._lengths = [len(p) for p in self._long]
         self._threshold = threshold
         self._cutoff = int(threshold * max(self._lengths, default=0))
         self._variants: dict[str, bool] = {}  # word -> within the ratio of a part; kept for the run
@@ -303,10 +303,10 @@ class StaffDirectory:
                 self._variants[w] = False
             if compared:
                 distances = process.cdist(compared, self._long, scorer=Levenshtein.distance, score_cutoff=self._cutoff, dtype=np.int32)
-                lengths = np.array([len(w) for w in compared], dtype=np.int32)
-                ratio = distances / np.minimum(lengths[:, None], self._lengths[None, :])
-                for i in np.nonzero(((distances <= self._cutoff) & (ratio < self._threshold)).any(axis=1))[0].tolist():
-                    self._variants[compared[i]] = True
+                # The ratio test for the few pairs within the cutoff, in Python: numpy's overhead costs more here.
+                for i, j in zip(*(axis.tolist() for axis in np.nonzero(distances <= self._cutoff))):
+                    if int(distances[i, j]) / min(len(compared[i]), self._lengths[j]) < self._threshold:
+                        self._variants[compared[i]] = True
         return {w for w in words if self._variants.get(w)}
 
     def _initials(self, text: str, start: int, end: int, mixed: bool) -> tuple[int, int]:
