@@ -30,8 +30,10 @@ ASCII_SPACE = r"[\t\x0b\x0c ]"
 GAP = regex.compile(SPACE + "+")
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
-# ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof").
-WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/]))")
+# ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
+# or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
+# connector's slash ("s/o") is before a single letter.
+WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
 class Token(NamedTuple):

@@ -6,17 +6,35 @@ trying every entry at every position, and nested greedy groups make the longest 
 pattern is compiled with the standard library's `re`, which searches such a trie about a hundred
 times faster than the `regex` module does.  An ASCII note is searched lower-cased, by a copy of
 the pattern that need not ignore case: the same matches, in about a third of the time.
+
+The staff directory (the DOCTOR lists) holds full names, while notes sign with one part of a name
+next to a title or a role: "Dr Lee", "Lee/reg/ENT", "LIM KH (MO)", "Priya, SN", "DrLim".  So every
+part of a DOCTOR entry goes into the same trie, and :class:`StaffDirectory` decides per hit: a part
+that is no ordinary word (english.txt, medical.txt, common_words.txt) is taken anywhere, as the
+record's names are; one that is ("Hope", "May", "Lee") only next to a title or a role
+(rules/lists.toml).  Next to a title or a role a spelling variant of a part is taken too, by the
+record matcher's edit-distance ratio.  Titles and roles are found by one more compiled pattern;
+words next to them are compared with the directory in one rapidfuzz call per note, and only the
+words no earlier note had (the answers are kept for the run).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import tomllib
+from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import numpy as np
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
 from anonymizer.record import PatientRecord
-from anonymizer.settings import read_text_file
+from anonymizer.resources import data_dir, read_word_list
+from anonymizer.settings import DetectorsConfig, read_text_file
 from anonymizer.spans import CATEGORIES, Span
 
 logger = logging.getLogger(__name__)
@@ -25,6 +43,22 @@ MIN_LENGTH = 3  # shorter entries ("Dr", "SG") would match all over ordinary tex
 MAX_LENGTH = 200  # longer lines are not names, and would nest the pattern too deeply
 _SPACES = re.compile(r"\s+")
 _PRIORITY = {category: rank for rank, category in enumerate(CATEGORIES)}
+_START = attrgetter("start")
+STAFF = "DOCTOR"  # the category whose entries are people's full names, matched part by part
+WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.txt, medical.txt
+_PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
+SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
+CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
+# A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
+# "Lim's") and hyphens, as honorifics.py reads a name; before a role, also initials ("Lim K.H. (MO)").
+_NEXT_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*")
+# What stands between a name and its role: a space, a comma, a slash or a bracket.
+_ROLE_GAP = re.compile(r"(?:[^\S\r\n]*(?P<mark>[(/,])[^\S\r\n]*|[^\S\r\n]+)\Z")
+_TITLE_GAP = re.compile(r"\.?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee"
+_LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
+# Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
+_INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
+_INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,3})[^\S\r\n]*\Z")
 
 
 def load_list_file(path: Path | str) -> list[str]:
@@ -44,31 +78,256 @@ def _key(entry: str) -> str:
 
 
 class ListDetector:
-    """Flags every occurrence, on word boundaries and ignoring case, of an entry of any list."""
+    """Flags every occurrence, on word boundaries and ignoring case, of an entry of any list, and
+    the parts of the staff directory's names where a note signs with them (module docstring)."""
 
-    def __init__(self, entries: Mapping[str, Iterable[str]]) -> None:
+    def __init__(
+        self,
+        entries: Mapping[str, Iterable[str]],
+        rules_dir: Path | None = None,
+        threshold: float = DetectorsConfig.name_threshold,
+    ) -> None:
         self.name = "lists"
-        self._category = _categorise(entries)
+        # Short staff entries ("Yi", "Ng") are kept: a part that short is taken only beside a title or a role.
+        staff = [e for e in entries.get(STAFF, ()) if SHORT <= len(_key(e)) <= MAX_LENGTH]
+        self._staff = StaffDirectory.from_rules(rules_dir or data_dir("rules"), staff, threshold) if staff else None
+        # A one-word staff entry is a part like any other: taken by the directory's rules, not anywhere.
+        single = {_key(e) for e in staff if " " not in _key(e)}
+        self._category = {k: c for k, c in _categorise(entries).items() if not (c == STAFF and k in single)}
+        keys = set(self._category) | (self._staff.keys() if self._staff else set())
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
-        if self._category:
-            body = rf"(?<!\w){_trie_pattern(self._category)}(?!\w)"
+        if keys:
+            body = rf"(?<!\w){_trie_pattern(keys)}(?!\w)"
             self._pattern, self._lower = re.compile("(?i)" + body), re.compile(body)
             # A match whose lower case differs from its entry's ("ſ" matches "s" ignoring case)
             # still gets a category: the highest-priority one of the lists.
-            self._fallback = min(self._category.values(), key=_rank)
+            self._fallback = min(self._category.values(), key=_rank) if self._category else STAFF
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         if self._pattern is None:
             return []
         spans = []
+        hits: list[tuple[int, int, str]] = []  # the staff directory's keys
         # On ASCII text lower-casing keeps every offset, and ignoring case means lower-casing.
-        matches = self._lower.finditer(text.lower()) if text.isascii() else self._pattern.finditer(text)
+        lower = text.lower()
+        matches = self._lower.finditer(lower) if text.isascii() else self._pattern.finditer(text)  # type: ignore[union-attr]
+        ascii_text = text.isascii()
         for match in matches:
-            category = self._category.get(_key(match.group()), self._fallback)
+            key = match.group()
+            if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
+                key = _key(key)
+            category = self._category.get(key)
+            if category is None and self._staff is not None:
+                hits.append((match.start(), match.end(), key))
+                continue
+            category = category or self._fallback
             spans.append(Span(match.start(), match.end(), category, self.name, category.lower()))
+        if hits and len(lower) == len(text):  # offsets of the lower case are the text's
+            staff = self._staff.spans(text, lower, hits, self.name)  # type: ignore[union-attr]
+            if not spans:
+                return staff
+            spans += staff
+            spans.sort(key=_START)
         return spans
+
+
+@dataclass(frozen=True)
+class StaffVocabulary:
+    """rules/lists.toml: the titles and roles that show a word beside them is a clinician's name."""
+
+    titles: tuple[str, ...]
+    glued_titles: tuple[str, ...]
+    roles: tuple[str, ...]
+    bracketed_roles: tuple[str, ...]
+    departments: tuple[str, ...]
+    english_rank: int  # a part among this many most frequent English words is an ordinary word
+
+    @classmethod
+    def read(cls, path: Path) -> "StaffVocabulary":
+        rules = tomllib.loads(path.read_text(encoding="utf-8"))
+        groups = (tuple(w.casefold() for w in rules[k]) for k in ("titles", "glued_titles", "roles", "bracketed_roles", "departments"))
+        return cls(*groups, english_rank=rules["english_rank"])
+
+    def words(self) -> frozenset[str]:
+        """Every word of the vocabulary: never a name part itself ("reg", "MO", "ENT")."""
+        groups = (self.titles, self.roles, self.bracketed_roles, self.departments)
+        return frozenset(w for group in groups for phrase in group for w in _PART.findall(phrase))
+
+    def keys(self) -> dict[str, str]:
+        """Titles and roles as keys of the lists' trie, each with its kind, "title" or "role".
+        Bracketed roles and departments are no keys: "pt", "resp", "gi" are in most notes, so
+        they are looked for only after a directory part (:meth:`after_pattern`)."""
+        keys = {w: "role" for w in self.roles}
+        keys.update({w: "title" for w in self.titles})  # "rn", "sn": a title before a name, a role after one
+        return keys
+
+    def after_pattern(self) -> re.Pattern[str]:
+        """After a name in the lower-cased note: its initials, then a role or a department after
+        a comma, a slash or a bracket ("lim kh (pt)", "lee/ent", "tan, resp reg")."""
+
+        def alternation(words: Iterable[str]) -> str:
+            return "|".join(re.escape(w).replace(r"\ ", r"[ \t]+") for w in sorted(words, key=len, reverse=True))
+
+        every = alternation({*self.roles, *self.bracketed_roles, *self.departments})
+        return re.compile(
+            rf"(?:[ \t]+[a-z]{{1,3}}(?![a-z])|[ \t]*(?:[a-z]\.[ \t]?){{1,3}})?[ \t]*[(/,][ \t]*"
+            rf"(?:(?:{alternation(self.departments)})[ \t]+)?(?:{every})(?![a-z])"
+        )
+
+
+class StaffDirectory:
+    """The parts of the staff directory's names, indexed once per run, and the rules that decide
+    where a note's word is one of them (module docstring)."""
+
+    def __init__(
+        self,
+        entries: Iterable[str],
+        vocabulary: StaffVocabulary,
+        ordinary: Iterable[str],
+        abbreviations: Iterable[str],
+        threshold: float,
+        lower_case_words: Iterable[str] = (),
+    ) -> None:
+        vocabulary_words = vocabulary.words()
+        self._entries = frozenset(_key(e) for e in entries)  # a part that is a whole entry keeps the entry's rule
+        # What two or three capitals beside a name may be other than initials: "HR", "ICU", "MO".
+        self._abbreviations = frozenset(w.casefold() for w in abbreviations) | vocabulary_words
+        self.parts: set[str] = {p for e in entries for p in _PART.findall(e.casefold()) if len(p) > 1} - vocabulary_words
+        # Parts that are also ordinary words ("Hope", "May"), short ones ("Ng") and the vocabulary:
+        # a name only beside a title or a role.
+        self._ordinary = frozenset(w.casefold() for w in ordinary) | vocabulary_words
+        self._ambiguous = frozenset(p for p in self.parts if p in self._ordinary or len(p) <= SHORT)
+        # Parts that are names when Capitalised and words in lower case ("Mary", "Mark", "Grace").
+        self._cased = frozenset(w.casefold() for w in lower_case_words) & self.parts
+        self.anchors = vocabulary.keys()  # found by the lists' trie, like the parts
+        self._roles = frozenset(vocabulary.roles)
+        self._departments = frozenset(vocabulary.departments)
+        self._after = vocabulary.after_pattern()
+        # "DrLim", "SNPriya": a glued title with each part is a key too, taken only as a Capitalised part.
+        self.glued = {title + part: len(title) for title in vocabulary.glued_titles for part in self.parts - self._ambiguous}
+        # What each of the trie's keys is, for one lookup per hit: a title, a role, a glued title,
+        # or a part: ambiguous, a name unless written in lower case ("cased"), or a name.
+        self._kinds = {p: "ambiguous" if p in self._ambiguous else "cased" if p in self._cased else "name" for p in self.parts}
+        self._kinds.update(dict.fromkeys(self.glued, "glued"))
+        self._kinds.update(self.anchors)
+        self._long = sorted(p for p in self.parts if len(p) > SHORT)  # compared approximately
+        self._lengths = [len(p) for p in self._long]
+        self._threshold = threshold
+        self._cutoff = int(threshold * max(self._lengths, default=0))
+        self._variants: dict[str, bool] = {}  # word -> within the ratio of a part; kept for the run
+
+    @classmethod
+    def from_rules(cls, rules_dir: Path, entries: Iterable[str], threshold: float) -> "StaffDirectory":
+        vocabulary = StaffVocabulary.read(rules_dir / "lists.toml")
+        common = read_word_list(rules_dir / "common_words.txt") + read_word_list(WORDS / "medical.txt")
+        # A frequent English word that is also a given name ("Mary", "Anne") is a name unless it
+        # is written in lower case; one that is not ("May", "Hope", "Bell") needs a title or a role.
+        given = {w.casefold() for w in read_word_list(WORDS / "first_names.txt")}
+        frequent = [w.casefold() for w in read_word_list(WORDS / "english.txt")[: vocabulary.english_rank]]
+        ordinary = common + [w for w in frequent if w not in given]
+        connectors = {c.casefold() for c in read_word_list(rules_dir / "name_connectors.txt")}
+        entries = [" ".join(w for w in e.split() if w.casefold() not in connectors) for e in entries]
+        return cls(entries, vocabulary, ordinary, common, threshold, [w for w in frequent if w in given])
+
+    def keys(self) -> set[str]:
+        """What the lists' trie must find for the directory: its parts, titles, roles and glued titles."""
+        return self.parts | set(self.anchors) | set(self.glued)
+
+    def spans(self, text: str, lower: str, hits: list[tuple[int, int, str]], source: str) -> list[Span]:
+        """DOCTOR spans for the note: `hits` are the directory's keys the lists' trie found in it."""
+        names: list[tuple[int, int, str]] = []  # start, end, rule
+        candidates: list[tuple[int, int, str]] = []  # words beside a title or a role
+        mixed = not text.isupper()
+        for start, end, key in hits:
+            kind = self._kinds[key]
+            if kind == "title" or kind == "role":
+                self._anchored(text, start, end, key, kind, candidates)
+            elif kind == "glued":
+                at = start + self.glued[key]  # "DrLim": capitals at the title's start and at the name's
+                if text[start].isupper() and text[at].isupper() and text[at + 1 : at + 2].islower():
+                    names.append((at, end, "staff"))
+            elif text.startswith(("'s", "’s"), end):
+                continue  # "Parkinson's": an eponym; the name only beside a title or a role
+            elif kind != "ambiguous":
+                if kind != "cased" or not text[start].islower() or text.islower():
+                    names.append((start, end, "doctor" if key in self._entries else "staff"))
+            elif self._after.match(lower, end) is not None:
+                names.append((start, end, "staff"))  # "Lee/ENT", "Lee (PT)", "LEE KH, resp"
+            elif text[start].isupper() and self._initials(text, start, end, mixed) != (start, end):
+                names.append((start, end, "staff"))  # "Lim K.H.", "K.H. Lee", "Tan KH": initials show a person
+        if candidates:
+            close = self._close({w.casefold() for _, _, w in candidates})
+            names += [(start, end, "staff") for start, end, word in candidates if word.casefold() in self.parts or word.casefold() in close]
+            widest = {}  # one span per name: a part found both alone and beside a role is one name
+            for start, end, rule in sorted(names, key=lambda name: name[2] != "staff"):
+                widest[start, end] = rule
+            names = [(start, end, rule) for (start, end), rule in sorted(widest.items())]
+        return [Span(*self._initials(text, start, end, mixed), STAFF, source, rule) for start, end, rule in names]
+
+    def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str]]) -> None:
+        """Add the word a title or a role stands beside: after "Dr", "RN", "Staff Nurse"; before
+        "(MO)", "/reg", ", SN", " MO", "(resp MO)" (skipping the initials in "LIM KH (MO)")."""
+        if kind == "title":
+            gap = _TITLE_GAP.match(text, end)
+            word = _NEXT_WORD.match(text, gap.end()) if gap.end() > end else None  # type: ignore[union-attr]
+            if word is not None:
+                words.append((word.start(), word.end(), word.group()))
+            if key not in self._roles:
+                return
+        before = _ROLE_GAP.search(text, max(0, start - 6), start)
+        if before is None:
+            return
+        last = _LAST_TOKEN.search(text, max(0, before.start() - 40), before.start())
+        if last is not None and before.group("mark") is None and last.group(1).lower() in self._departments:
+            before = _ROLE_GAP.search(text, max(0, last.start() - 6), last.start())  # "(resp MO)": skip the department
+            last = _LAST_TOKEN.search(text, max(0, before.start() - 40), before.start()) if before is not None else None
+        if last is None:
+            return
+        words.append((last.start(1), last.end(1), last.group(1)))
+        if self._are_initials(last.group(1), not text.isupper()):  # "Lim KH (MO)": the name is before the initials
+            previous = _LAST_TOKEN.search(text, max(0, last.start() - 40), last.start())
+            if previous is not None:
+                words.append((previous.start(1), previous.end(1), previous.group(1)))
+
+    def _close(self, words: set[str]) -> set[str]:
+        """The words within the edit-distance ratio of a directory part: one rapidfuzz call for the
+        words no earlier note had; ordinary words and short ones are never variants."""
+        new = [w for w in words if w not in self._variants and w not in self.parts]
+        if new:
+            if len(self._variants) > CACHE_LIMIT:
+                self._variants.clear()
+            compared = [w for w in new if len(w) > SHORT and w not in self._ordinary and self._long]
+            for w in new:
+                self._variants[w] = False
+            if compared:
+                distances = process.cdist(compared, self._long, scorer=Levenshtein.distance, score_cutoff=self._cutoff, dtype=np.int32)
+                # The ratio test for the few pairs within the cutoff, in Python: numpy's overhead costs more here.
+                for i, j in zip(*(axis.tolist() for axis in np.nonzero(distances <= self._cutoff))):
+                    if int(distances[i, j]) / min(len(compared[i]), self._lengths[j]) < self._threshold:
+                        self._variants[compared[i]] = True
+        return {w for w in words if self._variants.get(w)}
+
+    def _initials(self, text: str, start: int, end: int, mixed: bool) -> tuple[int, int]:
+        """A name widened over the initials written beside it: "Lim K.H.", "LIM KH", "K.H. Lim".
+        Initials without periods count only in mixed-case text, and never when they are an
+        abbreviation of a note ("Lee HR 80", "Tan ICU")."""
+        # Initials are capitals: where the next or previous characters are lower case there are none.
+        after = None if text[end : end + 3].islower() else _INITIALS_AFTER.match(text, end)
+        if after is not None and self._are_initials(after.group(), mixed):
+            end += len(after.group().rstrip())
+        around = text[start - 3 if start > 3 else 0 : start]
+        before = None if not around or around.islower() else _INITIALS_BEFORE.search(text, start - 12 if start > 12 else 0, start)
+        if before is not None and self._are_initials(before.group(), mixed):
+            start = before.start()
+        return start, end
+
+    def _are_initials(self, written: str, mixed: bool) -> bool:
+        if "." in written:
+            return True
+        letters = written.strip()
+        return mixed and len(letters) > 1 and letters.casefold() not in self._abbreviations
 
 
 def _rank(category: str) -> int:
