@@ -5,10 +5,12 @@ Its cases (numbers found and numbers that are not phones) are in tests/data/case
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anonymizer import ClassifierConfig, Deidentifier, DetectorsConfig
 from anonymizer.config import parse_config
-from anonymizer.detectors.phones import PhoneDetector
+from anonymizer.detectors.phones import CANDIDATE, PhoneDetector
 from anonymizer.pipeline import build_pipeline
 from anonymizer.record import empty_record
 from anonymizer.settings import ConfigError
@@ -65,3 +67,11 @@ def test_the_detector_runs_in_the_pipeline_and_can_be_disabled() -> None:
     assert Deidentifier.default(classifier=rules_only).deidentify(text, RECORD).text == "Sister [PHONE]."
     off = DetectorsConfig(disabled=("phones",))
     assert Deidentifier.default(detectors=off, classifier=rules_only).deidentify(text, RECORD).text == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -./()x+:\tab\n")), max_size=120))
+def test_the_windows_find_what_a_search_of_the_whole_note_finds(text: str) -> None:
+    detector = PhoneDetector(DetectorsConfig().phone_regions)
+    whole = [(m.start(), m.end()) for m in CANDIDATE.finditer(text) if detector.judge(m.group())]
+    assert [(s.start, s.end) for s in detector(text, RECORD)] == whole

@@ -43,10 +43,16 @@ _DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
 _SEPARATORS = b" \t.-()"
 _NINE = b"0" * 9
 _SLASHED = b"000/000/0000"
+# The separators to one byte (NUL, itself made \x01), to count those deleted before a position.
+_MARK = bytes.maketrans(b"\x00" + _SEPARATORS, b"\x01" + b"\x00" * len(_SEPARATORS))
+# Characters searched around a hit: before it an opening bracket and the lookbehind's two; after
+# its nine digits the rest of the longest candidate, an extension and the lookahead's two.
+_BEFORE, _AFTER = 4, 48
 
 # National numbers: groups split by one space, tab or dash ("0918 555 2044", "012-345 6789"), by
 # dots alone ("617.555.0143"), by slashes in the US 3/3/4 shape only ("617/555/0143"), an area
-# code in brackets ("(02) 9876 5432") or no separator at all ("09185552044"); then an optional
+# code in brackets ("(02) 9876 5432", "(617) 555-0143"; not a country code, "(65) 6123 4567",
+# which is phone_sg's) or no separator at all ("09185552044"); then an optional
 # extension.  Not inside a longer chain of numbers ("100 200 300 400 500", "7.35/40/80") nor
 # glued to a word, a "+" (phone_international's) or a decimal point.
 CANDIDATE = regex.compile(
@@ -54,7 +60,7 @@ CANDIDATE = regex.compile(
     (?=[\d(])(?<![\w+./:-]|\d[ \t-]|\d\)[ \t]?)
     (?:
         \d{3}/\d{3}/\d{4}
-      | \(0?\d{2,4}\)[ \t]?\d{3,4}[ \t-]?\d{3,4}
+      | \((?:0\d{1,3}|\d{3})\)[ \t]?\d{3,4}[ \t-]?\d{3,4}
       | \d{2,5}(?:\.\d{2,5}){2,3}
       | (?:1[ \t.-])?\d{2,5}(?:[ \t-]\d{2,5}){1,3}
       | \d{9,12}
@@ -94,20 +100,28 @@ class PhoneDetector:
     def __init__(self, regions: Sequence[str]) -> None:
         self.name = "phones"
         self.regions = check_regions(regions)
+        for region in self.regions:  # load each plan now, not on a note: a first parse costs milliseconds
+            example = phonenumbers.example_number(region)
+            if example is not None:
+                phonenumbers.format_number(example, PhoneNumberFormat.NATIONAL)
+                phonenumbers.number_type(example)
         # one cache per detector: its verdicts depend on its regions
         self.judge = lru_cache(maxsize=4096)(self._judge)
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
+        """The candidates near the precheck's hits, each judged once per process."""
         if not self.regions:
             return []
-        digits = text.encode("utf-8", "surrogatepass").translate(_DIGITS, _SEPARATORS)
+        encoded = text.encode("utf-8", "surrogatepass")
+        digits = encoded.translate(_DIGITS, _SEPARATORS)
         if digits.find(_NINE) < 0 and digits.find(_SLASHED) < 0:
             return []
         spans = []
-        for match in CANDIDATE.finditer(text):
-            region = self.judge(match.group())
-            if region is not None:
-                spans.append(Span(match.start(), match.end(), "PHONE", self.name, region.lower()))
+        for start, end in _windows(text, encoded, digits):
+            for match in CANDIDATE.finditer(text, start, end):
+                region = self.judge(match.group())
+                if region is not None:
+                    spans.append(Span(match.start(), match.end(), "PHONE", self.name, region.lower()))
         return spans
 
     def _judge(self, candidate: str) -> str | None:
@@ -144,3 +158,32 @@ def _without_trunk(groups: list[str]) -> list[int]:
     if lengths and lengths[0] > 1:
         return [lengths[0] - 1, *lengths[1:]]
     return lengths[1:]
+
+
+def _windows(text: str, encoded: bytes, digits: bytes) -> list[tuple[int, int]]:
+    """The stretches of `text` around the precheck's hits, merged: a candidate lies within one.
+
+    A hit's place in `digits` (the note less its separators) is moved to its place in the note
+    by adding the separators deleted before it, counted again until the count stands (a few
+    C-level counts).  A note that is not ASCII is searched whole: its bytes are not its characters."""
+    if len(encoded) != len(text):
+        return [(0, len(text))]
+    marked = encoded.translate(_MARK)
+    hits = []
+    for needle in (_NINE, _SLASHED):
+        at = digits.find(needle)
+        while at >= 0:
+            hits.append(at)
+            at = digits.find(needle, at + len(needle))
+    windows: list[tuple[int, int]] = []
+    for at in sorted(hits):
+        place, moved = at, -1
+        while place != moved:
+            moved, place = place, at + marked.count(0, 0, place + 1)
+        start, end = max(0, place - _BEFORE), min(len(text), place + _AFTER)
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], end)
+        else:
+            windows.append((start, end))
+    return windows
+
