@@ -186,4 +186,3 @@ def _windows(text: str, encoded: bytes, digits: bytes) -> list[tuple[int, int]]:
         else:
             windows.append((start, end))
     return windows
-
