@@ -186,6 +186,12 @@ def _regex(c: BuildContext) -> list[Detector]:
     return [c.patterns]
 
 
+def _phones(c: BuildContext) -> list[Detector]:
+    from anonymizer.detectors.phones import PhoneDetector  # phonenumbers: only when enabled
+
+    return [PhoneDetector(c.detectors.phone_regions)]
+
+
 def _lists(c: BuildContext) -> list[Detector]:
     return [ListDetector(c.lists)]
 
@@ -210,6 +216,7 @@ DETECTORS = DetectorRegistry(
         ),
         DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
         DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
+        DetectorEntry("phones", _phones, "phone numbers without a country code, valid in [detectors] phone_regions (phonenumbers)"),
         DetectorEntry("lists", _lists, "configured doctors, hospitals, places ([[lists]])"),
         DetectorEntry("places", _places, "towns after a cue, institutions by suffix, universities, addresses (rules/places.toml)"),
         DetectorEntry("svm", _svm, "what the rules left: a linear SVM over each word's context", stage=CLASSIFIER),

@@ -28,10 +28,12 @@ def check_range(ok: bool, key: str, value: object, expected: str) -> None:
 
 @dataclass(frozen=True)
 class DetectorsConfig:
-    disabled: tuple[str, ...] = ()  # detector names: record, honorific, regex, lists
+    disabled: tuple[str, ...] = ()  # detector names: record, honorific, regex, phones, lists
     disabled_patterns: tuple[str, ...] = ()  # names of [[pattern]] blocks in rules/
     name_threshold: float = 0.33  # edit-distance ratio d / min(|n|, |w|) below which a word is a name
     note_timeout: float = 5.0  # seconds one note may spend in all detection and replacement (anonymizer.budget)
+    # regions whose national phone numbers (no country code) the phones detector knows: ISO 3166 codes
+    phone_regions: tuple[str, ...] = ("SG", "US", "GB", "MY", "IN", "CN", "PH", "ID", "AU")
 
     def __post_init__(self) -> None:
         check_range(0 < self.name_threshold < 1, "detectors.name_threshold", self.name_threshold, "between 0 and 1, exclusive")
@@ -41,6 +43,13 @@ class DetectorsConfig:
             self.note_timeout,
             "a positive number of seconds",
         )
+        for region in self.phone_regions:
+            check_range(
+                isinstance(region, str) and len(region) == 2 and region.isalpha() and region.isupper(),
+                "detectors.phone_regions",
+                region,
+                "a region's two capital letters, e.g. 'SG'",
+            )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from anonymizer.registry import DETECTORS, SHIPPED, DetectorEntry, DetectorRegis
 from anonymizer.resources import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED_NAMES = ("record", "honorific", "regex", "lists", "places", "svm")
+SHIPPED_NAMES = ("record", "honorific", "regex", "phones", "lists", "places", "svm")
 NO_SVM = ClassifierConfig(enabled=False)
 RECORD = PatientRecord("1", names=("Antonette Brucer",))
 
@@ -55,14 +55,14 @@ def test_the_catalogue_names_the_shipped_detectors_in_the_order_they_run():
 
 
 def test_a_detector_registered_through_the_public_api_runs_is_explained_and_can_be_disabled(registered):
-    assert DETECTORS.names() == ("record", "honorific", "regex", "lists", "places", "beds", "svm")
+    assert DETECTORS.names() == ("record", "honorific", "regex", "phones", "lists", "places", "beds", "svm")
     text = "Antonette moved to bed 12A."
     result = Deidentifier.default(classifier=NO_SVM).deidentify(text, RECORD)
     assert result.text == "[PATIENT] moved to [LOCATION]."
     assert [(text[s.start : s.end], s.sources) for s in result.spans] == [("Antonette", ("record:name",)), ("bed 12A", ("beds:bed",))]
     off = Deidentifier.default(detectors=DetectorsConfig(disabled=("beds",)), classifier=NO_SVM).deidentify(text, RECORD)
     assert off.text == "[PATIENT] moved to bed 12A."
-    with pytest.raises(ConfigError, match=r"unknown detector 'bed' \(one of record, honorific, regex, lists, places, beds, svm\)"):
+    with pytest.raises(ConfigError, match=r"unknown detector 'bed' \(one of record, honorific, regex, phones, lists, places, beds, svm\)"):
         build_pipeline(DetectorsConfig(disabled=("bed",)), {}, NO_SVM)
 
 
@@ -86,7 +86,7 @@ def test_a_private_catalogue_leaves_the_shared_one_alone():
     mine.register("beds", beds)
     mine.unregister("honorific")
     pipeline = build_pipeline(DetectorsConfig(), {}, NO_SVM, registry=mine)
-    assert [d.name for d in pipeline.detectors] == ["record", "record", "record", "regex", "lists", "places", "beds"]
+    assert [d.name for d in pipeline.detectors] == ["record", "record", "record", "regex", "phones", "lists", "places", "beds"]
     assert DETECTORS.names() == SHIPPED_NAMES
     with pytest.raises(ConfigError, match="unknown detector 'honorific'"):
         build_pipeline(DetectorsConfig(disabled=("honorific",)), {}, NO_SVM, registry=mine)

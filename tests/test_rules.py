@@ -132,7 +132,7 @@ def test_rules_lists_every_detector_and_what_finds_phone_numbers(tmp_path: Path,
     result = CliRunner().invoke(app, ["rules"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    for name in ("record", "honorific", "regex", "lists", "places", "svm"):
+    for name in ("record", "honorific", "regex", "phones", "lists", "places", "svm"):
         assert any(line.startswith(f"{name}: ") for line in lines), name
     phone_local = next(line for line in lines if line.split()[:1] == ["phone_local"])
     assert "PHONE" in phone_local and "validate=not_a_range" in phone_local and "exceptions=quantity" in phone_local
@@ -144,7 +144,7 @@ def test_rules_json_includes_a_hospitals_own_rules(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["rules", "--json", "--config", str(config)])
     assert result.exit_code == 0, result.output
     described = {item["detector"]: item for item in json.loads(result.stdout)}
-    assert list(described) == ["record", "honorific", "regex", "lists", "places", "svm"]
+    assert list(described) == ["record", "honorific", "regex", "phones", "lists", "places", "svm"]
     rules = {rule["name"]: rule for rule in described["regex"]["rules"]}
     assert rules["hospital_mrn"]["category"] == "ID"
     assert rules["hospital_mrn"]["file"] == str(tmp_path / "hospital_rules" / "patterns.toml")

@@ -75,10 +75,29 @@ def not_a_range(value: str) -> bool:
     return high.startswith("0") or not int(low) < int(high) < 2 * int(low)
 
 
+def ssn_issuable(value: str) -> bool:
+    """Whether a US social security number could be issued (area not 000, 666 or 900-999, group
+    not 00, serial not 0000) and is not three round numbers: volumes and counts in a row, "500 50
+    1000", are round; one number in a thousand the SSA issues is."""
+    digits = "".join(c for c in value if c.isdigit())
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    round_numbers = area[-1] == group[-1] == serial[-1] == "0"
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000" and not round_numbers
+
+
+def luhn_checksum(value: str) -> bool:
+    """Whether a card number's last digit is its Luhn check digit (ISO/IEC 7812)."""
+    digits = [int(c) for c in value if c.isdigit()]
+    total = sum(digits[-1::-2]) + sum(sum(divmod(2 * d, 10)) for d in digits[-2::-2])
+    return total % 10 == 0
+
+
 VALIDATORS: dict[str, Callable[[str], bool]] = {
     "nric_checksum": nric_checksum,
     "phone_digit_count": phone_digit_count,
     "not_a_range": not_a_range,
+    "ssn_issuable": ssn_issuable,
+    "luhn_checksum": luhn_checksum,
 }
 
 
