@@ -35,6 +35,7 @@ from scipy import sparse
 
 from anonymizer.budget import check
 from anonymizer.classifier import postprocess
+from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
 from anonymizer.record import PatientRecord
@@ -44,6 +45,8 @@ from anonymizer.spans import CATEGORIES, Span
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
+# the categories an eponym is taken for: a person ("Parkinson's") or a place ("Glasgow coma scale")
+EPONYM_CATEGORIES = postprocess.NAME_CATEGORIES | postprocess.PLACE_CATEGORIES
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
 # (text, start, end, category) -> whether a context exception drops text[start:end] (PatternDetector.excused)
@@ -444,10 +447,15 @@ def overlap_test(spans: Sequence[Span]) -> Callable[[int, int], bool]:
 def vetoed(
     text: str, tokens: Tokens, i: int, category: str, excused: Excused | None, runs: dict[int, tuple[int, int]] | None = None
 ) -> bool:
-    """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), or
-    a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's
+    """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), an
+    eponym taken for a name or place ("Bell's palsy", "Foley catheter": anonymizer.classifier.eponyms),
+    or a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's
     memory for the note."""
-    return postprocess.a_title(tokens, i, category) or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
+    return (
+        postprocess.a_title(tokens, i, category)
+        or (category in EPONYM_CATEGORIES and eponymous(text, tokens, i, load_eponyms(), postprocess.titles()))
+        or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
+    )
 
 
 def joined_run(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:
