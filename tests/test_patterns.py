@@ -101,6 +101,7 @@ JUDGED = [
     ("PA 45-66/22-32 on dobutamine", "45-66/22-32", True, "range_chain"),
     ("K 3.8, Hct 27.9", "3.8", True, "decimal"),
     ("K 3.8, Hct 27.9 on 7/22.93", "7/22.93", False, None),
+    ("61/F with CAP", "61/F", True, "age_sex"),
 ]
 
 
