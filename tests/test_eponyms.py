@@ -1,4 +1,5 @@
-"""The classifier's veto of words that look like names but are not: eponyms, credentials, contractions."""
+"""The classifier's veto of words that look like PHI but are not: eponyms, credentials, contractions,
+labels beside phone numbers and words beside dates."""
 
 from __future__ import annotations
 
@@ -88,3 +89,21 @@ def test_an_empty_list_keeps_only_the_possessive_rule() -> None:
     tokens = Tokens.of("Kernig sign, Bell's palsy")
     assert not eponymous("Kernig sign, Bell's palsy", tokens, 0, none, titles())
     assert eponymous("Kernig sign, Bell's palsy", tokens, 2, none, titles())
+
+
+@pytest.mark.parametrize(
+    ("text", "word", "category", "vetoes"),
+    [
+        ("cell# 410-322-1419 Home# 603-960-5357", "Home", "PHONE", True),
+        ("W: 858-789-7896", "W", "PHONE", True),
+        ("cell# 410-322-1419", "410", "PHONE", False),
+        ("d/c'd to nursing home 9/28", "d", "DATE", True),
+        ("CULTURE FROM 8/23", "FROM", "DATE", True),
+        ("seen Jan 5th", "Jan", "DATE", False),
+        ("admitted on Christmas Day", "Christmas", "DATE", False),
+        ("on Memorial Day weekend", "Memorial", "DATE", False),
+        ("on 7/22", "22", "DATE", False),
+    ],
+)
+def test_a_phone_or_a_date_without_a_digit_is_a_label_or_a_word(text: str, word: str, category: str, vetoes: bool) -> None:
+    assert judged(text, word, category) is vetoes

@@ -37,7 +37,7 @@ from scipy import sparse
 from anonymizer.budget import check
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
-from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
+from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
@@ -54,6 +54,12 @@ CREDENTIALS = frozenset({
 })
 # A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
 # ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
+# Words that name a day of the year without a number: what the classifier may take for a date
+# besides the month and weekday names (features.py's "month" dictionary).
+HOLIDAYS = frozenset({
+    "christmas", "xmas", "easter", "thanksgiving", "halloween", "hanukkah", "chanukah", "ramadan", "eid", "diwali", "deepavali",
+    "vesak", "passover", "yom", "kippur", "lunar",
+})
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
@@ -463,9 +469,24 @@ def vetoed(
     return (
         postprocess.a_title(tokens, i, category)
         or (category in postprocess.NAME_CATEGORIES and not_a_name(text, tokens, i, runs))
+        or (category in ("DATE", "PHONE") and not_a_number(tokens, i, category))
         or (category in EPONYM_CATEGORIES and eponymous(text, tokens, i, load_eponyms(), postprocess.titles()))
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
+
+
+def not_a_number(tokens: Tokens, i: int, category: str) -> bool:
+    """Whether token i, taken for a phone number or a date, has no digit to be one: a label beside
+    a number ("cell", "Home", "W:") or a word beside a date ("FROM", "d" of "d/c").  Month and
+    weekday names, holidays and "... day"/"... eve" stay dates."""
+    word = tokens.lowers[i]
+    if not word.isalpha():
+        return False
+    if category == "PHONE":
+        return True
+    if word in default_dictionaries().words["month"] or word in HOLIDAYS:
+        return False
+    return not (i + 1 < len(tokens) and tokens.lowers[i + 1] in ("day", "days", "eve", "s") and len(tokens.gaps[i + 1]) <= 2)
 
 
 def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> bool:
