@@ -133,6 +133,20 @@ def test_feature_classes_can_be_switched_off_and_features_are_deterministic():
     assert set(FEATURE_CLASSES) >= {"word", "window", "ortho", "dict", "record", "lists", "cue", "gaz"}
 
 
+def test_usage_tells_a_common_word_as_written_from_a_name():
+    """A word that is both common English and a name gets its case with it: the linear model can
+    weigh "rose" in a sentence apart from "Rose" the daughter."""
+    extractor = FeatureExtractor()
+    usage = [f for f in feats_of(extractor, "BP rose to 160. Daughter Rose visited.", "rose") if f.startswith("usage:")]
+    assert len(usage) == 1 and usage[0].startswith("usage:ambig:") and usage[0].endswith("=lower")
+    usage = [f for f in feats_of(extractor, "BP rose to 160. Daughter Rose visited.", "Rose") if f.startswith("usage:")]
+    assert len(usage) == 1 and usage[0].endswith("=title")
+    visiting = [f for f in feats_of(extractor, "SON AND DAUGHTER VISITING", "VISITING") if f.startswith("usage:")]
+    assert visiting and visiting[0].startswith("usage:common:") and visiting[0].endswith("=upper")
+    assert not [f for f in feats_of(extractor, "Seen by Dr Nessenson", "Nessenson") if f.startswith("usage:")]
+    assert not [f for f in feats_of(FeatureExtractor(classes=("word", "dict")), "BP rose to 160", "rose") if f.startswith("usage:")]
+
+
 def test_phrase_matcher_matches_whole_token_sequences_case_insensitively():
     m = PhraseMatcher({"HOSPITAL": ["Anne Arundel Medical Center"], "LOCATION": ["Bel Air", "Arundel"]})
     tokens = Tokens.of("to ANNE ARUNDEL MEDICAL CENTER; anne only; bel air")

@@ -98,6 +98,10 @@ JUDGED = [
     ("admitted to Ward 7 04:00 w/ confusion", "04", True, "clock"),
     ("admitted to Ward 7 04:00 w/ confusion", "00", True, "clock"),
     ("seen 7/22 at 10:30", "7/22", False, None),
+    ("PA 45-66/22-32 on dobutamine", "45-66/22-32", True, "reading_shape"),
+    ("K 3.8, Hct 27.9", "3.8", True, "reading_shape"),
+    ("K 3.8, Hct 27.9 on 7/22.93", "7/22.93", False, None),
+    ("61/F with CAP", "61/F", True, "reading_shape"),
 ]
 
 

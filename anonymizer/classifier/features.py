@@ -14,6 +14,10 @@ section    the heading of the section the token sits under ("social:", "neuro:" 
 dict       the token's membership in the dictionaries: first names, last names, places,
            hospital words, months, common English (by frequency band), clinical words
 dictctx    the same for the words at -1 and +1
+usage      how the token is written when it is a common English word: its frequency band with its
+           capitalisation, and whether a name dictionary holds it too ("may", "will", "rose",
+           "frank": lower case they are a verb or an adjective, capitalised they may be a name); a
+           conjunction the linear model cannot form from dict and ortho (docs/ablation.md)
 record     the smallest edit-distance ratio d / min(|n|, |w|) to the patient's name tokens (and
            to the relatives' names), in bands (seed 003)
 lists      membership (whole-phrase match) in the configured lists, for the token and neighbours
@@ -53,7 +57,7 @@ NAME_WORD = regex.compile(r"[^\W\d_]+")
 DATA = Path(__file__).resolve().parent / "data"
 
 FEATURE_CLASSES: tuple[str, ...] = (
-    "word", "window", "ortho", "affix", "section", "dict", "dictctx", "record", "lists", "cue", "gaz", "rules",
+    "word", "window", "ortho", "affix", "section", "dict", "dictctx", "usage", "record", "lists", "cue", "gaz", "rules",
 )
 RULE_WINDOW = 3
 CACHE_LIMIT = 200_000  # entries per cache; a cache that fills is emptied, so memory stays flat
@@ -396,6 +400,18 @@ class FeatureExtractor:
         self._dict_cache: dict[str, tuple[str, ...]] = {}
         self._cue_features = {w: ("cue:-" + w, "cue:+" + w) for w in self.dictionaries.cues}  # made once, not per note
 
+    def usage(self, word: str) -> str | None:
+        """A common English word's use as written ("ambig:1k=lower" for "may" in a sentence,
+        "common:5k=upper" for "VISITING"): its band among the 5,000 most frequent English words,
+        whether a name dictionary also holds it, and its capitalisation; None for other words."""
+        lower = word.lower()
+        rank = self.dictionaries.english_rank.get(lower)
+        if rank is None or rank >= 5000 or len(word) < 2 or not word.isalpha():
+            return None
+        words = self.dictionaries.words
+        kind = "ambig" if lower in words["first"] or lower in words["last"] else "common"
+        return f"{kind}:{english_band(rank)}={capitalisation(word)}"
+
     def dict_tags(self, lower: str) -> tuple[str, ...]:
         tags = self._dict_cache.get(lower)
         if tags is None:
@@ -582,6 +598,8 @@ class FeatureExtractor:
             out += ["affix:p2=" + lower[:2], "affix:p3=" + lower[:3], "affix:s2=" + lower[-2:], "affix:s3=" + lower[-3:]]
         if "dict" in c:
             out += ["dict:" + t for t in self.dict_tags(lower)]
+        if "usage" in c and (use := self.usage(word)) is not None:
+            out.append("usage:" + use)
         return tuple(out)
 
     def features(

@@ -31,11 +31,13 @@ from itertools import accumulate, chain, repeat
 from pathlib import Path
 
 import numpy as np
+import regex
 from scipy import sparse
 
 from anonymizer.budget import check
 from anonymizer.classifier import postprocess
-from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens
+from anonymizer.classifier.eponyms import eponymous, load_eponyms
+from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
@@ -44,6 +46,21 @@ from anonymizer.spans import CATEGORIES, Span
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
+# the categories an eponym is taken for: a person ("Parkinson's") or a place ("Glasgow coma scale")
+EPONYM_CATEGORIES = postprocess.NAME_CATEGORIES | postprocess.PLACE_CATEGORIES
+# Professional credentials after a signature's name ("Jean Tan, RN", "R.N.", "RRT"): never a name.
+CREDENTIALS = frozenset({
+    "rn", "rrt", "lpn", "cna", "np", "msw", "licsw", "lcsw", "slp", "crna", "bsn", "msn", "ccrn", "rd", "md", "phd", "pharmd",
+})
+# A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
+# ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
+# Words that name a day of the year without a number: what the classifier may take for a date
+# besides the month and weekday names (features.py's "month" dictionary).
+HOLIDAYS = frozenset({
+    "christmas", "xmas", "easter", "thanksgiving", "halloween", "hanukkah", "chanukah", "ramadan", "eid", "diwali", "deepavali",
+    "vesak", "passover", "yom", "kippur", "lunar",
+})
+CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
 # (text, start, end, category) -> whether a context exception drops text[start:end] (PatternDetector.excused)
@@ -444,10 +461,40 @@ def overlap_test(spans: Sequence[Span]) -> Callable[[int, int], bool]:
 def vetoed(
     text: str, tokens: Tokens, i: int, category: str, excused: Excused | None, runs: dict[int, tuple[int, int]] | None = None
 ) -> bool:
-    """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), or
-    a number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's
-    memory for the note."""
-    return postprocess.a_title(tokens, i, category) or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
+    """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
+    credential or a contraction taken for one ("RN", "DON'T"), an eponym taken for a name or a
+    place ("Bell's palsy", "Foley catheter": anonymizer.classifier.eponyms), or a number the
+    rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for
+    the note."""
+    return (
+        postprocess.a_title(tokens, i, category)
+        or (category in postprocess.NAME_CATEGORIES and not_a_name(text, tokens, i, runs))
+        or (category in ("DATE", "PHONE") and not_a_number(tokens, i, category))
+        or (category in EPONYM_CATEGORIES and eponymous(text, tokens, i, load_eponyms(), postprocess.titles()))
+        or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
+    )
+
+
+def not_a_number(tokens: Tokens, i: int, category: str) -> bool:
+    """Whether token i, taken for a phone number or a date, has no digit to be one: a label beside
+    a number ("cell", "Home", "W:") or a word beside a date ("FROM", "d" of "d/c").  Month and
+    weekday names, holidays and "... day"/"... eve" stay dates."""
+    word = tokens.lowers[i]
+    if not word.isalpha():
+        return False
+    if category == "PHONE":
+        return True
+    if word in default_dictionaries().words["month"] or word in HOLIDAYS:
+        return False
+    return not (i + 1 < len(tokens) and tokens.lowers[i + 1] in ("day", "days", "eve", "s") and len(tokens.gaps[i + 1]) <= 2)
+
+
+def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> bool:
+    """Whether token i, taken for a name, is a credential ("RN", "R.N.") or a word of a contraction ("DON'T")."""
+    if CONTRACTION.match(text, tokens.ends[i]):
+        return True
+    start, end = joined_run(text, tokens, i, runs)
+    return text[start:end].replace(".", "").lower() in CREDENTIALS
 
 
 def joined_run(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:
