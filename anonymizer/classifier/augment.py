@@ -4,7 +4,7 @@ notes' own names and places.
 
 Each copy is made by the surrogate replacer (:mod:`anonymizer.surrogates`) with a fixed key and a
 per-copy patient key (note id and copy number): a name becomes a name of the same shape and case,
-a date a date in the same format, a place a place, a phone a phone.  The gold offsets are
+a date a date in the same format, a phone a phone; places keep their words (see ``KEPT``).  The gold offsets are
 remapped, and the patient's record gets the same substitutions (its names map to the surrogates
 used in the note, its dates move by the same offset), so the record features stay consistent.
 :meth:`anonymizer.classifier.training.Dataset.augmented` builds a copy's features as a real
@@ -28,19 +28,15 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir
 from anonymizer.settings import DetectorsConfig, ReplaceConfig
 from anonymizer.spans import MergedSpan
-from anonymizer.surrogates import Keyed, SurrogateLists, SurrogateReplacer
+from anonymizer.surrogates import SurrogateReplacer
 from anonymizer.surrogates.dates import YEAR_RULES
-from anonymizer.surrogates.replacer import KEEP_PLACE_WORDS, WORD
-from anonymizer.surrogates.shapes import like
 
 SECRET = b"anonymizer/augment: fixed, so the same notes give the same copies"
-# Words of a place name that say what kind of place it is, kept as they are in a copy.
-PLACE_KIND_WORDS = KEEP_PLACE_WORDS | frozenset(
-    "hospital hosp medical center centre clinic health care home nursing rehab rehabilitation general memorial "
-    "university college school county city town of the and st saint north south east west new".split()
-)
+# Places and hospitals keep their words in a copy: surrogate places (from the surrogate module's
+# lists) taught the classifier that any capitalised word in a place context is a place, which
+# halved LOCATION precision in cross-validation on the tuning part (docs/accuracy.md).
+KEPT = frozenset({"LOCATION", "HOSPITAL"})
 BARE_YEAR = regex.compile(r"'?(?:\d\d|\d{4})")
-ACRONYM = 3  # an upper-case place word this short is an abbreviation
 RECORD_CATEGORIES = {"names": "PATIENT", "relatives": "RELATIVE", "identifiers": "ID", "phones": "PHONE"}
 
 
@@ -48,34 +44,6 @@ def surrogate_replacer() -> SurrogateReplacer:
     """The run's surrogate replacer with a fixed key and no leak checks (nothing is released)."""
     # The date pattern only serves the leak detectors, of which there are none here.
     return SurrogateReplacer(SECRET, ReplaceConfig(), data_dir("rules"), regex.compile(r"(?!)"), DetectorsConfig().name_threshold, [])
-
-
-class PlaceWords:
-    """Surrogate place words, one for one: a place keeps its number of words, its case and its kind
-    words ("Hospital", "Street"), so that a copy's places look like the note's own."""
-
-    def __init__(self, lists: SurrogateLists) -> None:
-        # a township's first word says what kind of place it is ("Taman", "Bandar"): not a name
-        words = {w for entry in lists.places for w in WORD.findall(entry)[1:]}
-        words |= {w for entry in (*lists.hospitals, *lists.streets) for w in WORD.findall(entry)}
-        self.words = tuple(sorted(w for w in words if len(w) >= 3 and w.casefold() not in PLACE_KIND_WORDS))
-
-    def __call__(self, original: str, keyed: Keyed) -> str:
-        out, position = [], 0
-        for match in WORD.finditer(original):
-            word = match.group()
-            out.append(original[position : match.start()])
-            position = match.end()
-            if word.casefold() in PLACE_KIND_WORDS:
-                out.append(word)
-                continue
-            if len(word) <= ACRONYM and word.isupper():  # "MGH": letters for letters
-                out.append(keyed.letters(len(word), "acronym", word))
-                continue
-            choice = keyed.pick(self.words, lambda w: w.casefold() != word.casefold(), "place", word.casefold())
-            out.append(like(choice, word) if choice else word)
-        out.append(original[position:])
-        return "".join(out)
 
 
 def _merged(text: str, spans: Iterable[tuple[int, int, str]]) -> list[MergedSpan]:
@@ -99,7 +67,7 @@ def _replace(replacer: SurrogateReplacer, value: str, category: str, key: Patien
 
 
 def surrogate_copy(
-    replacer: SurrogateReplacer, places: PlaceWords, note: GoldNote, record: PatientRecord, copy: int
+    replacer: SurrogateReplacer, note: GoldNote, record: PatientRecord, copy: int
 ) -> tuple[GoldNote, PatientRecord]:
     """Copy number `copy` (from 1) of a note and its patient's record, PHI replaced by surrogates.
 
@@ -107,8 +75,7 @@ def surrogate_copy(
     key = dataclasses.replace(record, patient_id=f"{note.note_id}\x1f{copy}")
     spans = _merged(note.text, note.spans)
     found = replacer.surrogates(note.text, spans, key)
-    keyed = Keyed(SECRET + key.patient_id.encode("utf-8"))
-    found = [places(note.text[s.start : s.end], keyed) if s.category == "LOCATION" else v for s, v in zip(spans, found)]
+    found = [note.text[s.start : s.end] if s.category in KEPT else v for s, v in zip(spans, found)]
     parts: list[str] = []
     new_spans: list[tuple[int, int, str]] = []
     position = length = 0
@@ -125,7 +92,6 @@ def surrogate_copy(
     days = replacer.shifts(key)[0]
     fields = {name: tuple(_replace(replacer, v, category, key) for v in getattr(record, name))
               for name, category in RECORD_CATEGORIES.items()}
-    fields["addresses"] = tuple(places(v, keyed) for v in record.addresses)  # as the note's places
     new_record = dataclasses.replace(record, dates=tuple(_shift(d, days) for d in record.dates), **fields)
     return GoldNote(f"{note.note_id}+{copy}", note.patient_id, "".join(parts), tuple(new_spans)), new_record
 

@@ -39,7 +39,7 @@ from sklearn.feature_extraction import DictVectorizer
 from sklearn.model_selection import GroupKFold
 from sklearn.svm import LinearSVC
 
-from anonymizer.classifier.augment import PlaceWords, surrogate_copy, surrogate_replacer
+from anonymizer.classifier.augment import surrogate_copy, surrogate_replacer
 from anonymizer.classifier.features import (
     FEATURE_CLASSES,
     TOKEN,
@@ -189,14 +189,13 @@ def augmented_notes(
     if copies < 1:
         return [[] for _ in notes]
     replacer = surrogate_replacer()
-    places = PlaceWords(replacer.lists)
     confirm = frozenset(confirm)
     extractor = FeatureExtractor(lists, classes=[c for c in feature_classes if c != "gaz"])
     out: list[list[NoteData]] = []
     for data in notes:
         made = []
         for copy in range(1, copies + 1):
-            note, record = surrogate_copy(replacer, places, data.note, data.record, copy)
+            note, record = surrogate_copy(replacer, data.note, data.record, copy)
             tokens = Tokens.of(note.text)
             rule_cats = rule_categories(tokens, rules(note.text, record), confirm) if rules is not None else None
             tokens, feats = extractor.features(note.text, record, tokens, rule_cats)
