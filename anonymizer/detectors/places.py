@@ -41,7 +41,6 @@ NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
 TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
-_TRAILING = ".,;:)!?\"'"
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
@@ -100,6 +99,7 @@ class PlaceRules:
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
+    written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     generic: frozenset[str]
     stop_words: frozenset[str]
@@ -136,6 +136,7 @@ class PlaceRules:
             not_places=_words(towns["not_places"]),
             states=states,
             suffixes=_words(institutions["suffixes"]),
+            written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             generic=_words(institutions["generic_words"]),
             stop_words=_words(institutions["stop_words"]),
@@ -176,7 +177,6 @@ class PlaceDetector:
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
         word = r"([a-z][a-z'’-]*)"
         self._cue = re.compile(rf" (?:{_alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
-        codes = "|".join(sorted(set(rules.states.values())))
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
         self._state = re.compile(rf",[ \t]?{_alternation([*rules.states.values(), *variants])}(?![\w-])")
@@ -185,7 +185,10 @@ class PlaceDetector:
         # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
         # the name before it is on the same line, so a space precedes it, and a pattern that
         # starts with a space is searched fast.
-        anchors = rules.suffixes | rules.street_types | rules.street_prefixes | {a.lower() for a in rules.street_abbreviations}
+        self._written_suffixes = rules.written_suffixes
+        self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
+        anchors = rules.suffixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
+        anchors |= {a.lower() for a in rules.street_abbreviations}
         self._anchor = re.compile(rf" (?P<anchor>{_alternation(anchors)})\.?(?![\w'’-])")
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
         self._street_prefix = re.compile(
@@ -193,12 +196,11 @@ class PlaceDetector:
         )
         # Universities named after a state (hospitals of their own), on the lower-cased note;
         # "U of <code>" as written.
-        state_names = _alternation(rules.states)
+        state_names = _alternation([*rules.states, *(c.lower() for c in rules.states.values())])
         self._university = re.compile(
-            rf"univ(?:ersity|\.)?[ \t]+of[ \t]+(?:{state_names})(?![\w-])"
-            rf"|(?:{state_names})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])"
+            rf"(?:univ(?:ersity|\.)?|u)[ \t]+of[ \t]+(?:{state_names})(?![\w-])"
+            rf"|(?:{_alternation(rules.states)})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])"
         )
-        self._university_code = re.compile(rf" U of (?:{codes})(?![\w-])")
 
     @classmethod
     def from_rules(cls, rules_dir: Path) -> PlaceDetector:
@@ -232,10 +234,9 @@ class PlaceDetector:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
         if "blk" in low:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
-        if "univ" in low:
+        if "univ" in low or "u of" in low:  # "University of Maine", "Univ of Indiana", "U of MD", "u of il"
             found = [m for m in self._university.finditer(low) if _starts_word(low, m.start())]
             spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
-        spans += [Span(m.start() + 1, m.end(), "HOSPITAL", name, "university") for m in self._university_code.finditer(text)]
         return spans
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
@@ -282,7 +283,10 @@ class PlaceDetector:
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
         elif anchor in rules.suffixes:
-            self._institution(text, caps, at, spans)
+            self._institution(text, caps, at, m.end("anchor"), spans)
+        elif anchor in self._lower_written_suffixes:
+            if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
+                self._institution(text, caps, at, m.end("anchor"), spans)
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
@@ -323,20 +327,45 @@ class PlaceDetector:
             name.pop()
         return name
 
-    def _institution(self, text: str, caps: bool, end: int, spans: list[Span]) -> None:
+    def _institution(self, text: str, caps: bool, end: int, stop: int, spans: list[Span]) -> None:
+        """The name before the suffix at `end`, flagged with the suffix up to `stop`: "Harbor
+        Hospital" is one institution's name as a whole."""
         rules = self._rules
         name = self._name_before(text, caps, end)
+        if not name and not caps:
+            name = self._lower_name_before(text, end)
         if not name:
             return
         departments, generic = rules.departments, rules.generic
         if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
             return  # "Heart Clinic", "Outside Hospital", "General Hospital"
-        if all(text[s:e].isupper() for s, e, _ in name) and all(w in rules.everyday for _, _, w in name):
+        words = [w for _, _, w in name if w not in CONNECTORS]
+        if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
             return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
-        start, stop = name[-1][0], name[0][1]
-        while stop > start and text[stop - 1] in _TRAILING:
-            stop -= 1
-        spans.append(Span(start, stop, "HOSPITAL", self.name, "institution"))
+        spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
+
+    def _lower_name_before(self, text: str, end: int) -> list[tuple[int, int, str]]:
+        """A name typed in lower case before a suffix ("harmony nursing home", "choa chu kang
+        poly"): up to three lower-case words after a stop word ("at", "from") or a comma, not all
+        of them everyday words ("at the busy clinic", "a regular clinic" stay)."""
+        rules = self._rules
+        name: list[tuple[int, int, str]] = []
+        for start, stop in _tokens_before(text, end, MAX_NAME_WORDS):
+            token = text[start:stop]
+            key = token.lower()
+            bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
+            if key in rules.stop_words or bare in rules.stop_words:
+                break
+            if token[-1] in ",;:()":
+                break
+            if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
+                return []  # the name runs on, or a word of another kind: no boundary found
+            name.append((start, stop, bare))
+        if not name or all(w in rules.everyday or w in rules.generic for _, _, w in name):
+            return []
+        if any(w in rules.departments for _, _, w in name):
+            return []
+        return name
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
         rules = self._rules
