@@ -1,5 +1,5 @@
-"""Places and institutions missing from the hospital's own lists: towns (states and countries
-only when switched on in ``rules/places.toml``), institutions named by a suffix, universities
+"""Places and institutions missing from the hospital's own lists: towns, states and countries
+(each can be switched off in ``rules/places.toml``), institutions named by a suffix, universities
 named after a state, and addresses.
 
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
@@ -9,8 +9,9 @@ is not an English word, or has several words, counts in any case ("lives in rock
 white marsh"); a one-word English name must be capitalised in a note not all in capitals and
 belong to a large town ("from Reading", never "in reading").  An institution is the capitalised
 words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
-word before the suffix is a department ("Heart Clinic"); only the name is flagged, since the suffix
-identifies no one.  A street is capitalised words before a street type, with the house or block
+word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from" or
+a comma that are not all everyday ones ("harmony nursing home"); the name is flagged with its
+suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
 number before and a number after ("Blk 123A Bedok North St 4").
 
 The per-note path is a few regexes that each start with a literal character (a space, a comma, a
@@ -115,8 +116,8 @@ class PlaceRules:
         places: dict[str, float] = {}
         for name, people in _read_pairs(folder / "cities.txt"):
             places[name] = max(places.get(name, 0), int(people))
-        # States and countries are not identifying enough to be PHI (HIPAA's Safe Harbor keeps
-        # them): each can be switched on; a state after a comma is a cue for the town before it.
+        # States and countries are PHI for this tool though HIPAA's Safe Harbor keeps them: each
+        # can be switched off; a state after a comma is a cue for the town before it either way.
         if towns["countries"]:
             places.update(dict.fromkeys(read_word_list(folder / "countries.txt"), NEVER))
         states = dict(_read_pairs(folder / "states.txt"))
@@ -197,10 +198,9 @@ class PlaceDetector:
         # Universities named after a state (hospitals of their own), on the lower-cased note;
         # "U of <code>" as written.
         state_names = _alternation([*rules.states, *(c.lower() for c in rules.states.values())])
-        self._university = re.compile(
-            rf"(?:univ(?:ersity|\.)?|u)[ \t]+of[ \t]+(?:{state_names})(?![\w-])"
-            rf"|(?:{_alternation(rules.states)})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])"
-        )
+        # " of <state>" starts with a literal; the word before it is read in Python.
+        self._of_state = re.compile(rf" of[ \t]+(?:{state_names})(?![\w-])")
+        self._state_university = re.compile(rf"(?:{_alternation(rules.states)})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])")
 
     @classmethod
     def from_rules(cls, rules_dir: Path) -> PlaceDetector:
@@ -234,9 +234,15 @@ class PlaceDetector:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
         if "blk" in low:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
-        if "univ" in low or "u of" in low:  # "University of Maine", "Univ of Indiana", "U of MD", "u of il"
-            found = [m for m in self._university.finditer(low) if _starts_word(low, m.start())]
-            spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
+        if "u of" in low or "univ" in low:  # "University of Maine", "Univ of Indiana", "U of MD", "u of il"
+            for m in self._of_state.finditer(low):
+                before = low[max(0, m.start() - 11) : m.start()].rsplit(None, 1)
+                start = m.start() - len(before[-1]) if before else m.start()
+                if before and low[start : m.start()] in UNIVERSITY and _starts_word(low, start):
+                    spans.append(Span(start, m.end(), "HOSPITAL", name, "university"))
+            if "univ" in low:
+                found = [m for m in self._state_university.finditer(low) if _starts_word(low, m.start())]
+                spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
         return spans
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
@@ -408,6 +414,7 @@ def _starts_word(text: str, at: int) -> bool:
     return at == 0 or not (text[at - 1].isalnum() or text[at - 1] in "_#")
 FUNCTION_WORDS = frozenset({"the", "a", "an", "of", "and", "in", "on", "at", "by", "to", "for", "with"})
 CONNECTORS = frozenset({"of", "&", "de", "la", "du"})
+UNIVERSITY = frozenset({"u", "univ", "univ.", "university"})
 
 
 def _stamp(rules_dir: Path) -> tuple[int, ...]:
