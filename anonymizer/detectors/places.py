@@ -45,6 +45,7 @@ TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
+WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -100,6 +101,7 @@ class PlaceRules:
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
+    prefixes: frozenset[str]  # "hospital", "institute of": the name follows
     written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     generic: frozenset[str]
@@ -137,6 +139,7 @@ class PlaceRules:
             not_places=_words(towns["not_places"]),
             states=states,
             suffixes=_words(institutions["suffixes"]),
+            prefixes=_words(institutions["prefixes"]),
             written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             generic=_words(institutions["generic_words"]),
@@ -188,7 +191,7 @@ class PlaceDetector:
         # starts with a space is searched fast.
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
-        anchors = rules.suffixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
+        anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
         anchors |= {a.lower() for a in rules.street_abbreviations}
         self._anchor = re.compile(rf" (?P<anchor>{_alternation(anchors)})\.?(?![\w'’-])")
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
@@ -288,8 +291,10 @@ class PlaceDetector:
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
-        elif anchor in rules.suffixes:
-            self._institution(text, caps, at, m.end("anchor"), spans)
+        elif anchor in rules.suffixes or anchor in rules.prefixes:
+            found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), spans)
+            if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
+                self._name_after(text, caps, at, m.end("anchor"), anchor in rules.suffixes, spans)
         elif anchor in self._lower_written_suffixes:
             if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
                 self._institution(text, caps, at, m.end("anchor"), spans)
@@ -333,7 +338,34 @@ class PlaceDetector:
             name.pop()
         return name
 
-    def _institution(self, text: str, caps: bool, end: int, stop: int, spans: list[Span]) -> None:
+    def _name_after(self, text: str, caps: bool, at: int, end: int, named: bool, spans: list[Span]) -> None:
+        """Up to three words after a prefix, in its case, before punctuation or a stop word.  After
+        a word that is a suffix too ("Hospital Kuala Lumpur") no word may be an everyday one
+        ("Hospital Course"), and in lower case the words must be a town ("hospital kuala lumpur")."""
+        rules = self._rules
+        upper = text[at].isupper()
+        words: list[str] = []
+        ends = [end]
+        while len(words) < 3 and (match := WORD_AFTER.match(text, ends[-1])) is not None:
+            word = match[1].lower()
+            if word in rules.stop_words or (not caps and match[1][0].isupper() != upper):
+                break
+            if named and (word in rules.everyday or word in rules.departments):
+                break
+            words.append(word)
+            ends.append(match.end())
+            if match[0][-1] in ",;:":
+                break
+        if named and not upper:
+            while words and " ".join(words) not in self._towns:
+                words.pop()
+        if words:
+            stop = ends[len(words)]
+            while text[stop - 1] in ",;:":
+                stop -= 1
+            spans.append(Span(at, stop, "HOSPITAL", self.name, "institution"))
+
+    def _institution(self, text: str, caps: bool, end: int, stop: int, spans: list[Span]) -> bool:
         """The name before the suffix at `end`, flagged with the suffix up to `stop`: "Harbor
         Hospital" is one institution's name as a whole."""
         rules = self._rules
@@ -341,14 +373,19 @@ class PlaceDetector:
         if not name and not caps:
             name = self._lower_name_before(text, end)
         if not name:
-            return
+            return False
         departments, generic = rules.departments, rules.generic
         if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
-            return  # "Heart Clinic", "Outside Hospital", "General Hospital"
+            return False  # "Heart Clinic", "Outside Hospital", "General Hospital"
         words = [w for _, _, w in name if w not in CONNECTORS]
         if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
-            return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
+            return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
+        after = WORD_AFTER.match(text, stop)
+        if after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
+            if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
+                stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
         spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
+        return True
 
     def _lower_name_before(self, text: str, end: int) -> list[tuple[int, int, str]]:
         """A name typed in lower case before a suffix ("harmony nursing home", "choa chu kang
