@@ -45,6 +45,9 @@ TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
+ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
+BLOCK_WORDS = frozenset({"blk", "block"})
+STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
@@ -102,6 +105,7 @@ class PlaceRules:
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
+    bare_suffixes: frozenset[str]  # left out of the name's span
     written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     generic: frozenset[str]
@@ -140,6 +144,7 @@ class PlaceRules:
             states=states,
             suffixes=_words(institutions["suffixes"]),
             prefixes=_words(institutions["prefixes"]),
+            bare_suffixes=_words(institutions["bare_suffixes"]),
             written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             generic=_words(institutions["generic_words"]),
@@ -234,9 +239,13 @@ class PlaceDetector:
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "singapore" in low or "s(" in low:
-            spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
+            for m in POSTAL.finditer(low):
+                if _starts_word(low, m.start()):
+                    spans.append(Span(self._house_before(low, m.start()), m.end(), "LOCATION", name, "postcode"))
         if "blk" in low:
-            spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
+            for m in BLOCK.finditer(low):
+                if _starts_word(low, m.start()):
+                    spans.append(Span(m.start(), self._street_after_block(low, m.end()), "LOCATION", name, "block"))
         if "u of" in low or "univ" in low:  # "University of Maine", "Univ of Indiana", "U of MD", "u of il"
             for m in self._of_state.finditer(low):
                 before = low[max(0, m.start() - 11) : m.start()].rsplit(None, 1)
@@ -247,6 +256,35 @@ class PlaceDetector:
                 found = [m for m in self._state_university.finditer(low) if _starts_word(low, m.start())]
                 spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
         return spans
+
+    def _street_after_block(self, low: str, end: int) -> int:
+        """Where the street after "Blk 123" ends, in any case ("blk 367c hougang ave 8",
+        "Blk 690A Commonwealth Dr"): up to five words or numbers on the line, before punctuation,
+        a stop word, a unit number or "Singapore"."""
+        stop_words = self._rules.stop_words
+        for _ in range(5):
+            match = ADDRESS_WORD.match(low, end)
+            if match is None or match[1] == "singapore" or (match[1] in stop_words and match[1] not in STREET_WORDS):
+                break
+            end = match.end()
+        return end
+
+    def _house_before(self, low: str, postcode: int) -> int:
+        """Where the address before "Singapore 123456" starts: at its house or block number, up to
+        six words back on the line ("759 bishan street 13 singapore 609131"); else the postcode."""
+        tokens = _tokens_before(low, postcode, 7)
+        stop_words = self._rules.stop_words
+        for n, (start, stop) in enumerate(tokens):
+            word = low[start:stop]
+            if word[-1] in ",;:" and n:
+                break
+            if word in stop_words or word.startswith("#") and n > 1:
+                break
+            if n and HOUSE_NUMBER.fullmatch(word) is not None and n + 1 < len(tokens):
+                before = low[tokens[n + 1][0] : tokens[n + 1][1]]
+                if before in stop_words or before in BLOCK_WORDS or before[-1] == ":":
+                    return start - (len(before) + 1 if before in BLOCK_WORDS else 0)
+        return postcode
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
         """The longest town name of up to four words from `start`, written in a case it may be."""
@@ -366,8 +404,8 @@ class PlaceDetector:
             spans.append(Span(at, stop, "HOSPITAL", self.name, "institution"))
 
     def _institution(self, text: str, caps: bool, end: int, stop: int, spans: list[Span]) -> bool:
-        """The name before the suffix at `end`, flagged with the suffix up to `stop`: "Harbor
-        Hospital" is one institution's name as a whole."""
+        """The name before the suffix at `end`, flagged with the suffix up to `stop` ("Bedok
+        Polyclinic" is one name as a whole) unless the suffix is a bare one ("[Harbor] Hospital")."""
         rules = self._rules
         name = self._name_before(text, caps, end)
         if not name and not caps:
@@ -384,6 +422,12 @@ class PlaceDetector:
         if after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
             if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
                 stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
+            elif " ".join(text[end:stop].lower().split()) in rules.bare_suffixes:
+                stop = name[0][1]
+        elif " ".join(text[end:stop].lower().split()) in rules.bare_suffixes:
+            stop = name[0][1]  # "[Calvert] Hospital"
+        while stop > end and text[stop - 1] in ".,;:'\"":
+            stop -= 1
         spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
         return True
 
@@ -397,7 +441,7 @@ class PlaceDetector:
             token = text[start:stop]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
-            if key in rules.stop_words or bare in rules.stop_words:
+            if key in rules.stop_words or bare in rules.stop_words or key in rules.suffixes:
                 break
             if token[-1] in ",;:()":
                 break
