@@ -46,6 +46,7 @@ TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
 ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
+UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
 BLOCK_WORDS = frozenset({"blk", "block"})
 STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
@@ -208,7 +209,7 @@ class PlaceDetector:
         state_names = _alternation([*rules.states, *(c.lower() for c in rules.states.values())])
         # " of <state>" starts with a literal; the word before it is read in Python.
         self._of_state = re.compile(rf" of[ \t]+(?:{state_names})(?![\w-])")
-        self._state_university = re.compile(rf"(?:{_alternation(rules.states)})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])")
+
 
     @classmethod
     def from_rules(cls, rules_dir: Path) -> PlaceDetector:
@@ -252,10 +253,22 @@ class PlaceDetector:
                 start = m.start() - len(before[-1]) if before else m.start()
                 if before and low[start : m.start()] in UNIVERSITY and _starts_word(low, start):
                     spans.append(Span(start, m.end(), "HOSPITAL", name, "university"))
-            if "univ" in low:
-                found = [m for m in self._state_university.finditer(low) if _starts_word(low, m.start())]
-                spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
+            at = low.find("univ")
+            while at > 0:  # "Ohio State University": the state's name read back from the word
+                if (m := UNIVERSITY_WORD.match(low, at)) is not None and low[at - 1] in " \t":
+                    self._state_before(text, low, at, m.end(), spans)
+                at = low.find("univ", at + 4)
         return spans
+
+    def _state_before(self, text: str, low: str, at: int, end: int, spans: list[Span]) -> None:
+        tokens = _tokens_before(low, at, 4)
+        if tokens and low[tokens[0][0] : tokens[0][1]] == "state":
+            tokens = tokens[1:]
+        for n in range(min(len(tokens), 3), 0, -1):
+            start = tokens[n - 1][0]
+            if " ".join(low[start : tokens[0][1]].split()) in self._rules.states:
+                spans.append(Span(start, end, "HOSPITAL", self.name, "university"))
+                return
 
     def _street_after_block(self, low: str, end: int) -> int:
         """Where the street after "Blk 123" ends, in any case ("blk 367c hougang ave 8",
@@ -330,12 +343,12 @@ class PlaceDetector:
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
         elif anchor in rules.suffixes or anchor in rules.prefixes:
-            found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), spans)
+            found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), anchor in rules.bare_suffixes, spans)
             if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
                 self._name_after(text, caps, at, m.end("anchor"), anchor in rules.suffixes, spans)
         elif anchor in self._lower_written_suffixes:
             if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
-                self._institution(text, caps, at, m.end("anchor"), spans)
+                self._institution(text, caps, at, m.end("anchor"), False, spans)
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
@@ -403,7 +416,7 @@ class PlaceDetector:
                 stop -= 1
             spans.append(Span(at, stop, "HOSPITAL", self.name, "institution"))
 
-    def _institution(self, text: str, caps: bool, end: int, stop: int, spans: list[Span]) -> bool:
+    def _institution(self, text: str, caps: bool, end: int, stop: int, bare: bool, spans: list[Span]) -> bool:
         """The name before the suffix at `end`, flagged with the suffix up to `stop` ("Bedok
         Polyclinic" is one name as a whole) unless the suffix is a bare one ("[Harbor] Hospital")."""
         rules = self._rules
@@ -422,9 +435,9 @@ class PlaceDetector:
         if after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
             if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
                 stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
-            elif " ".join(text[end:stop].lower().split()) in rules.bare_suffixes:
+            elif bare:
                 stop = name[0][1]
-        elif " ".join(text[end:stop].lower().split()) in rules.bare_suffixes:
+        elif bare:
             stop = name[0][1]  # "[Calvert] Hospital"
         while stop > end and text[stop - 1] in ".,;:'\"":
             stop -= 1
