@@ -174,7 +174,8 @@ class PlaceDetector:
                 continue
             one_english_word = " " not in town and rules.english(town)
             if people >= (rules.min_population_english if one_english_word else rules.min_population):
-                self._towns[town] = one_english_word
+                # Only an everyday word must be capitalised: "from Reading", but "to manila".
+                self._towns[town] = one_english_word and town in rules.everyday
         # What a town's name starts with: its one word, or its first word when that is not an
         # English one ("bel air"), else its first two words ("white marsh").
         self._first_words = frozenset(
