@@ -6,8 +6,8 @@ A list of the world's towns holds thousands of ordinary English words (Mobile, R
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
 "transferred from", "resident of") or before ", <state>" ("Dayton, OH").  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
-white marsh"); a one-word English name must be capitalised in a note not all in capitals and
-belong to a large town ("from Reading", never "in reading").  An institution is the capitalised
+white marsh"); a one-word English name must belong to a large town, and be capitalised in a note
+not all in capitals when it is an everyday word ("from Reading", never "in reading").  An institution is the capitalised
 words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
 word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from" or
 a comma that are not all everyday ones ("harmony nursing home"); the name is flagged with its
