@@ -231,9 +231,9 @@ class PlaceDetector:
                 if two in self._long_pairs:  # a name of three or four words may follow
                     self._town_after_cue(text, low, caps, m.start(1), spans)
                 elif m[2] and two in towns:  # names of two words are never English-only-when-capitalised
-                    spans.append(Span(m.start(1), m.end(2), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._state_after(low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
-                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
@@ -260,6 +260,17 @@ class PlaceDetector:
                     self._state_before(text, low, at, m.end(), spans)
                 at = low.find("univ", at + 4)
         return spans
+
+    def _state_after(self, low: str, end: int) -> int:
+        """Where a town's name ends with the state written after it with no comma ("from Atlanta
+        Georgia", "to Kansas City Missouri")."""
+        if (first := WORD_AFTER.match(low, end)) is None:
+            return end
+        if first[1] in self._rules.states:
+            return first.end(1)
+        if first[0][-1] in ",;:" or (second := WORD_AFTER.match(low, first.end())) is None:
+            return end
+        return second.end(1) if f"{first[1]} {second[1]}" in self._rules.states else end
 
     def _state_before(self, text: str, low: str, at: int, end: int, spans: list[Span]) -> None:
         tokens = _tokens_before(low, at, 4)
