@@ -57,15 +57,19 @@ def test_spans_keep_their_offsets_when_lower_case_is_longer(detector: PlaceDetec
     assert found(detector, text) == [("rockport", "LOCATION"), ("Harbor", "HOSPITAL")]
 
 
-def test_the_suffix_is_not_part_of_the_span(detector: PlaceDetector) -> None:
+def test_a_bare_suffix_is_not_part_of_the_span(detector: PlaceDetector) -> None:
     assert found(detector, "Sent to Holy Cross Hospital.") == [("Holy Cross", "HOSPITAL")]
+
+
+def test_other_suffixes_are_part_of_the_span(detector: PlaceDetector) -> None:
+    assert found(detector, "Sent to Holy Cross Nursing Home.") == [("Holy Cross Nursing Home", "HOSPITAL")]
 
 
 def test_the_public_api_tags_them() -> None:
     disabled = tuple(name for name in DETECTORS.names() if name != "places")
     deid = Deidentifier.default(detectors=DetectorsConfig(disabled=disabled), classifier=ClassifierConfig(enabled=False))
     result = deid.deidentify("Lives in rockport; f/u at Bedok Polyclinic.", RECORD)
-    assert result.text == "Lives in [LOCATION]; f/u at [HOSPITAL] Polyclinic."
+    assert result.text == "Lives in [LOCATION]; f/u at [HOSPITAL]."
 
 
 def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector) -> None:

@@ -1,16 +1,17 @@
-"""Places and institutions missing from the hospital's own lists: towns (states and countries
-only when switched on in ``rules/places.toml``), institutions named by a suffix, universities
+"""Places and institutions missing from the hospital's own lists: towns, states and countries
+(each can be switched off in ``rules/places.toml``), institutions named by a suffix, universities
 named after a state, and addresses.
 
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
 "transferred from", "resident of") or before ", <state>" ("Dayton, OH").  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
-white marsh"); a one-word English name must be capitalised in a note not all in capitals and
-belong to a large town ("from Reading", never "in reading").  An institution is the capitalised
+white marsh"); a one-word English name must belong to a large town, and be capitalised in a note
+not all in capitals when it is an everyday word ("from Reading", never "in reading").  An institution is the capitalised
 words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
-word before the suffix is a department ("Heart Clinic"); only the name is flagged, since the suffix
-identifies no one.  A street is capitalised words before a street type, with the house or block
+word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from" or
+a comma that are not all everyday ones ("harmony nursing home"); the name is flagged with its
+suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
 number before and a number after ("Blk 123A Bedok North St 4").
 
 The per-note path is a few regexes that each start with a literal character (a space, a comma, a
@@ -41,10 +42,14 @@ NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
 TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
-_TRAILING = ".,;:)!?\"'"
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
+ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
+UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
+BLOCK_WORDS = frozenset({"blk", "block"})
+STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
+WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -100,6 +105,9 @@ class PlaceRules:
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
+    prefixes: frozenset[str]  # "hospital", "institute of": the name follows
+    bare_suffixes: frozenset[str]  # left out of the name's span
+    written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     generic: frozenset[str]
     stop_words: frozenset[str]
@@ -115,8 +123,8 @@ class PlaceRules:
         places: dict[str, float] = {}
         for name, people in _read_pairs(folder / "cities.txt"):
             places[name] = max(places.get(name, 0), int(people))
-        # States and countries are not identifying enough to be PHI (HIPAA's Safe Harbor keeps
-        # them): each can be switched on; a state after a comma is a cue for the town before it.
+        # States and countries are PHI for this tool though HIPAA's Safe Harbor keeps them: each
+        # can be switched off; a state after a comma is a cue for the town before it either way.
         if towns["countries"]:
             places.update(dict.fromkeys(read_word_list(folder / "countries.txt"), NEVER))
         states = dict(_read_pairs(folder / "states.txt"))
@@ -136,6 +144,9 @@ class PlaceRules:
             not_places=_words(towns["not_places"]),
             states=states,
             suffixes=_words(institutions["suffixes"]),
+            prefixes=_words(institutions["prefixes"]),
+            bare_suffixes=_words(institutions["bare_suffixes"]),
+            written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             generic=_words(institutions["generic_words"]),
             stop_words=_words(institutions["stop_words"]),
@@ -163,7 +174,8 @@ class PlaceDetector:
                 continue
             one_english_word = " " not in town and rules.english(town)
             if people >= (rules.min_population_english if one_english_word else rules.min_population):
-                self._towns[town] = one_english_word
+                # Only an everyday word must be capitalised: "from Reading", but "to manila".
+                self._towns[town] = one_english_word and town in rules.everyday
         # What a town's name starts with: its one word, or its first word when that is not an
         # English one ("bel air"), else its first two words ("white marsh").
         self._first_words = frozenset(
@@ -176,7 +188,6 @@ class PlaceDetector:
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
         word = r"([a-z][a-z'’-]*)"
         self._cue = re.compile(rf" (?:{_alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
-        codes = "|".join(sorted(set(rules.states.values())))
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
         self._state = re.compile(rf",[ \t]?{_alternation([*rules.states.values(), *variants])}(?![\w-])")
@@ -185,7 +196,10 @@ class PlaceDetector:
         # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
         # the name before it is on the same line, so a space precedes it, and a pattern that
         # starts with a space is searched fast.
-        anchors = rules.suffixes | rules.street_types | rules.street_prefixes | {a.lower() for a in rules.street_abbreviations}
+        self._written_suffixes = rules.written_suffixes
+        self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
+        anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
+        anchors |= {a.lower() for a in rules.street_abbreviations}
         self._anchor = re.compile(rf" (?P<anchor>{_alternation(anchors)})\.?(?![\w'’-])")
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
         self._street_prefix = re.compile(
@@ -193,12 +207,10 @@ class PlaceDetector:
         )
         # Universities named after a state (hospitals of their own), on the lower-cased note;
         # "U of <code>" as written.
-        state_names = _alternation(rules.states)
-        self._university = re.compile(
-            rf"univ(?:ersity|\.)?[ \t]+of[ \t]+(?:{state_names})(?![\w-])"
-            rf"|(?:{state_names})[ \t]+(?:state[ \t]+)?univ(?:ersity|\.)?(?![\w-])"
-        )
-        self._university_code = re.compile(rf" U of (?:{codes})(?![\w-])")
+        state_names = _alternation([*rules.states, *(c.lower() for c in rules.states.values())])
+        # " of <state>" starts with a literal; the word before it is read in Python.
+        self._of_state = re.compile(rf" of[ \t]+(?:{state_names})(?![\w-])")
+
 
     @classmethod
     def from_rules(cls, rules_dir: Path) -> PlaceDetector:
@@ -219,9 +231,9 @@ class PlaceDetector:
                 if two in self._long_pairs:  # a name of three or four words may follow
                     self._town_after_cue(text, low, caps, m.start(1), spans)
                 elif m[2] and two in towns:  # names of two words are never English-only-when-capitalised
-                    spans.append(Span(m.start(1), m.end(2), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._state_after(low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
-                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
@@ -229,14 +241,75 @@ class PlaceDetector:
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "singapore" in low or "s(" in low:
-            spans += [Span(m.start(), m.end(), "LOCATION", name, "postcode") for m in POSTAL.finditer(low) if _starts_word(low, m.start())]
+            for m in POSTAL.finditer(low):
+                if _starts_word(low, m.start()):
+                    spans.append(Span(self._house_before(low, m.start()), m.end(), "LOCATION", name, "postcode"))
         if "blk" in low:
-            spans += [Span(m.start(), m.end(), "LOCATION", name, "block") for m in BLOCK.finditer(low) if _starts_word(low, m.start())]
-        if "univ" in low:
-            found = [m for m in self._university.finditer(low) if _starts_word(low, m.start())]
-            spans += [Span(m.start(), m.end(), "HOSPITAL", name, "university") for m in found]
-        spans += [Span(m.start() + 1, m.end(), "HOSPITAL", name, "university") for m in self._university_code.finditer(text)]
+            for m in BLOCK.finditer(low):
+                if _starts_word(low, m.start()):
+                    spans.append(Span(m.start(), self._street_after_block(low, m.end()), "LOCATION", name, "block"))
+        if "u of" in low or "univ" in low:  # "University of Maine", "Univ of Indiana", "U of MD", "u of il"
+            for m in self._of_state.finditer(low):
+                before = low[max(0, m.start() - 11) : m.start()].rsplit(None, 1)
+                start = m.start() - len(before[-1]) if before else m.start()
+                if before and low[start : m.start()] in UNIVERSITY and _starts_word(low, start):
+                    spans.append(Span(start, m.end(), "HOSPITAL", name, "university"))
+            at = low.find("univ")
+            while at > 0:  # "Ohio State University": the state's name read back from the word
+                if (m := UNIVERSITY_WORD.match(low, at)) is not None and low[at - 1] in " \t":
+                    self._state_before(text, low, at, m.end(), spans)
+                at = low.find("univ", at + 4)
         return spans
+
+    def _state_after(self, low: str, end: int) -> int:
+        """Where a town's name ends with the state written after it with no comma ("from Atlanta
+        Georgia", "to Kansas City Missouri")."""
+        if (first := WORD_AFTER.match(low, end)) is None:
+            return end
+        if first[1] in self._rules.states:
+            return first.end(1)
+        if first[0][-1] in ",;:" or (second := WORD_AFTER.match(low, first.end())) is None:
+            return end
+        return second.end(1) if f"{first[1]} {second[1]}" in self._rules.states else end
+
+    def _state_before(self, text: str, low: str, at: int, end: int, spans: list[Span]) -> None:
+        tokens = _tokens_before(low, at, 4)
+        if tokens and low[tokens[0][0] : tokens[0][1]] == "state":
+            tokens = tokens[1:]
+        for n in range(min(len(tokens), 3), 0, -1):
+            start = tokens[n - 1][0]
+            if " ".join(low[start : tokens[0][1]].split()) in self._rules.states:
+                spans.append(Span(start, end, "HOSPITAL", self.name, "university"))
+                return
+
+    def _street_after_block(self, low: str, end: int) -> int:
+        """Where the street after "Blk 123" ends, in any case ("blk 367c hougang ave 8",
+        "Blk 690A Commonwealth Dr"): up to five words or numbers on the line, before punctuation,
+        a stop word, a unit number or "Singapore"."""
+        stop_words = self._rules.stop_words
+        for _ in range(5):
+            match = ADDRESS_WORD.match(low, end)
+            if match is None or match[1] == "singapore" or (match[1] in stop_words and match[1] not in STREET_WORDS):
+                break
+            end = match.end()
+        return end
+
+    def _house_before(self, low: str, postcode: int) -> int:
+        """Where the address before "Singapore 123456" starts: at its house or block number, up to
+        six words back on the line ("759 bishan street 13 singapore 609131"); else the postcode."""
+        tokens = _tokens_before(low, postcode, 7)
+        stop_words = self._rules.stop_words
+        for n, (start, stop) in enumerate(tokens):
+            word = low[start:stop]
+            if word[-1] in ",;:" and n:
+                break
+            if word in stop_words or word.startswith("#") and n > 1:
+                break
+            if n and HOUSE_NUMBER.fullmatch(word) is not None and n + 1 < len(tokens):
+                before = low[tokens[n + 1][0] : tokens[n + 1][1]]
+                if before in stop_words or before in BLOCK_WORDS or before[-1] == ":":
+                    return start - (len(before) + 1 if before in BLOCK_WORDS else 0)
+        return postcode
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
         """The longest town name of up to four words from `start`, written in a case it may be."""
@@ -281,8 +354,13 @@ class PlaceDetector:
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
-        elif anchor in rules.suffixes:
-            self._institution(text, caps, at, spans)
+        elif anchor in rules.suffixes or anchor in rules.prefixes:
+            found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), anchor in rules.bare_suffixes, spans)
+            if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
+                self._name_after(text, caps, at, m.end("anchor"), anchor in rules.suffixes, spans)
+        elif anchor in self._lower_written_suffixes:
+            if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
+                self._institution(text, caps, at, m.end("anchor"), False, spans)
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
@@ -323,20 +401,83 @@ class PlaceDetector:
             name.pop()
         return name
 
-    def _institution(self, text: str, caps: bool, end: int, spans: list[Span]) -> None:
+    def _name_after(self, text: str, caps: bool, at: int, end: int, named: bool, spans: list[Span]) -> None:
+        """Up to three words after a prefix, in its case, before punctuation or a stop word.  After
+        a word that is a suffix too ("Hospital Kuala Lumpur") no word may be an everyday one
+        ("Hospital Course"), and in lower case the words must be a town ("hospital kuala lumpur")."""
+        rules = self._rules
+        upper = text[at].isupper()
+        words: list[str] = []
+        ends = [end]
+        while len(words) < 3 and (match := WORD_AFTER.match(text, ends[-1])) is not None:
+            word = match[1].lower()
+            if word in rules.stop_words or (not caps and match[1][0].isupper() != upper):
+                break
+            if named and (word in rules.everyday or word in rules.departments):
+                break
+            words.append(word)
+            ends.append(match.end())
+            if match[0][-1] in ",;:":
+                break
+        if named and not upper:
+            while words and " ".join(words) not in self._towns:
+                words.pop()
+        if words:
+            stop = ends[len(words)]
+            while text[stop - 1] in ",;:":
+                stop -= 1
+            spans.append(Span(at, stop, "HOSPITAL", self.name, "institution"))
+
+    def _institution(self, text: str, caps: bool, end: int, stop: int, bare: bool, spans: list[Span]) -> bool:
+        """The name before the suffix at `end`, flagged with the suffix up to `stop` ("Bedok
+        Polyclinic" is one name as a whole) unless the suffix is a bare one ("[Harbor] Hospital")."""
         rules = self._rules
         name = self._name_before(text, caps, end)
+        if not name and not caps:
+            name = self._lower_name_before(text, end)
         if not name:
-            return
+            return False
         departments, generic = rules.departments, rules.generic
         if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
-            return  # "Heart Clinic", "Outside Hospital", "General Hospital"
-        if all(text[s:e].isupper() for s, e, _ in name) and all(w in rules.everyday for _, _, w in name):
-            return  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
-        start, stop = name[-1][0], name[0][1]
-        while stop > start and text[stop - 1] in _TRAILING:
+            return False  # "Heart Clinic", "Outside Hospital", "General Hospital"
+        words = [w for _, _, w in name if w not in CONNECTORS]
+        if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
+            return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
+        after = WORD_AFTER.match(text, stop)
+        if after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
+            if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
+                stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
+            elif bare:
+                stop = name[0][1]
+        elif bare:
+            stop = name[0][1]  # "[Calvert] Hospital"
+        while stop > end and text[stop - 1] in ".,;:'\"":
             stop -= 1
-        spans.append(Span(start, stop, "HOSPITAL", self.name, "institution"))
+        spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
+        return True
+
+    def _lower_name_before(self, text: str, end: int) -> list[tuple[int, int, str]]:
+        """A name typed in lower case before a suffix ("harmony nursing home", "choa chu kang
+        poly"): up to three lower-case words after a stop word ("at", "from") or a comma, not all
+        of them everyday words ("at the busy clinic", "a regular clinic" stay)."""
+        rules = self._rules
+        name: list[tuple[int, int, str]] = []
+        for start, stop in _tokens_before(text, end, MAX_NAME_WORDS):
+            token = text[start:stop]
+            key = token.lower()
+            bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
+            if key in rules.stop_words or bare in rules.stop_words or key in rules.suffixes:
+                break
+            if token[-1] in ",;:()":
+                break
+            if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
+                return []  # the name runs on, or a word of another kind: no boundary found
+            name.append((start, stop, bare))
+        if not name or all(w in rules.everyday or w in rules.generic for _, _, w in name):
+            return []
+        if any(w in rules.departments for _, _, w in name):
+            return []
+        return name
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
         rules = self._rules
@@ -379,6 +520,7 @@ def _starts_word(text: str, at: int) -> bool:
     return at == 0 or not (text[at - 1].isalnum() or text[at - 1] in "_#")
 FUNCTION_WORDS = frozenset({"the", "a", "an", "of", "and", "in", "on", "at", "by", "to", "for", "with"})
 CONNECTORS = frozenset({"of", "&", "de", "la", "du"})
+UNIVERSITY = frozenset({"u", "univ", "univ.", "university"})
 
 
 def _stamp(rules_dir: Path) -> tuple[int, ...]:
