@@ -4,7 +4,9 @@ Behaviour case by case is in tests/data/cases/places.toml (tests/test_cases.py).
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -54,11 +56,16 @@ def test_the_catalogue_runs_it_after_the_lists() -> None:
 def test_spans_keep_their_offsets_when_lower_case_is_longer(detector: PlaceDetector) -> None:
     # "İ" lower-cases to two characters: the detector must not shift what follows.
     text = "İİİ pt lives in rockport, seen at Harbor Hospital."
-    assert found(detector, text) == [("rockport", "LOCATION"), ("Harbor", "HOSPITAL")]
+    assert found(detector, text) == [("rockport", "LOCATION"), ("Harbor Hospital", "HOSPITAL")]
 
 
-def test_a_bare_suffix_is_not_part_of_the_span(detector: PlaceDetector) -> None:
-    assert found(detector, "Sent to Holy Cross Hospital.") == [("Holy Cross", "HOSPITAL")]
+def test_a_suffix_goes_with_the_name_unless_listed_as_bare(detector: PlaceDetector, tmp_path: Path) -> None:
+    assert found(detector, "Sent to Holy Cross Hospital.") == [("Holy Cross Hospital", "HOSPITAL")]
+    rules = tmp_path / "rules"
+    shutil.copytree(RULES, rules)
+    places = rules / "places.toml"
+    places.write_text(places.read_text(encoding="utf-8").replace("bare_suffixes = []", 'bare_suffixes = ["hospital"]'), encoding="utf-8")
+    assert found(PlaceDetector.from_rules(rules), "Sent to Holy Cross Hospital.") == [("Holy Cross", "HOSPITAL")]
 
 
 def test_other_suffixes_are_part_of_the_span(detector: PlaceDetector) -> None:
