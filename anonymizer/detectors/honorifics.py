@@ -28,6 +28,8 @@ SPACE = r"[^\S\r\n]"
 # SPACE on ASCII text, for `re`: its \s would also take "\x1c" to "\x1f" (tests/test_honorifics.py).
 ASCII_SPACE = r"[\t\x0b\x0c ]"
 GAP = regex.compile(SPACE + "+")
+VOWEL = re.compile("[aeiouy]")
+ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
@@ -55,6 +57,7 @@ class Honorific:
     strong: bool  # never an ordinary word, so the next word is a name unless it is a stop word
     not_before: frozenset[str] = frozenset()  # words after which this title is an ordinary word
     origin: str = ""  # the file that defines it
+    glued: bool = False  # also written onto the name: "drTan", "DRNEO", "drchua"
 
 
 class HonorificDetector:
@@ -67,6 +70,7 @@ class HonorificDetector:
         common_words: Iterable[str],
         connectors: Iterable[str],
         max_tokens: int,
+        english: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -74,11 +78,17 @@ class HonorificDetector:
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
         self._max_tokens = max_tokens
         titles = "|".join(re.escape(t) for t in sorted(self._honorifics, key=len, reverse=True))
-        self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE))
+        glued = [h.name for h in self._honorifics.values() if h.glued]
+        # A glued title in one case with its name ("drchua", "DRNEO") is told from a word it
+        # begins ("drain", "DROWSY") by the word's start: none of the English words that begin
+        # with the title goes on with the same two letters.
+        self._word_starts = frozenset(w[: len(t) + 2] for w in english for t in glued if w.casefold().startswith(t))
+        glued_titles = "|".join(re.escape(t) for t in sorted(glued, key=len, reverse=True)) or "(?!)"
+        self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE, glued_titles, r"[^\W\d_]"))
         # The titles are case-folded: in a lower-cased ASCII note (same offsets) they match without
         # ignoring case, and the standard library's `re` finds them in under half the time `regex` takes.
         ascii_titles = all(t.isascii() for t in self._honorifics)
-        self._title_lower = re.compile(_title_pattern(titles, ASCII_SPACE)) if ascii_titles else None
+        self._title_lower = re.compile(_title_pattern(titles, ASCII_SPACE, glued_titles, "[a-z]")) if ascii_titles else None
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
 
@@ -117,6 +127,7 @@ class HonorificDetector:
             common_words=words("common_words.txt"),
             connectors=words("name_connectors.txt"),
             max_tokens=rules["max_tokens"],
+            english=read_word_list(ENGLISH),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -124,6 +135,11 @@ class HonorificDetector:
         all_caps = text.isupper()
         lower = self._title_lower is not None and text.isascii()
         for match in self._title_lower.finditer(text.lower()) if lower else self._title.finditer(text):
+            if match.group("glued") is not None:
+                span = self._glued(text, match)
+                if span is not None:
+                    spans.append(span)
+                continue
             title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
             tokens = self._tokens(text, match.end())
@@ -140,6 +156,30 @@ class HonorificDetector:
             if end is not None:
                 spans.append(Span(tokens[0].start, end, honorific.category, self.name, honorific.name))
         return spans
+
+    def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
+        """The name a title is written onto: Capitalised after it ("drTan", "DRNeo", "DRO'Brien"),
+        or in the title's case and neither a common word nor the start of an English word that
+        begins with the title ("drchua", "DRNEO"; not "drain", "DROWSY", "drsg")."""
+        title = text[match.start("glued") : match.end("glued")]
+        tokens = self._tokens(text, match.end())
+        if not tokens or tokens[0].connector or tokens[0].start != match.end():
+            return None
+        word = tokens[0].word
+        if not _capitalised(word):
+            key = word.casefold()
+            glued = (title + word[:2]).casefold()
+            if (
+                len(word) < 3
+                or title.isupper() != word.isupper()
+                or key in self._common
+                or glued in self._word_starts
+                or not VOWEL.search(key)
+            ):
+                return None
+        honorific = self._honorifics[title.casefold()]
+        end = self._name_end(tokens, honorific, True, _capitalised(title))
+        return Span(tokens[0].start, end, honorific.category, self.name, honorific.name) if end is not None else None
 
     def _tokens(self, text: str, pos: int) -> list[Token]:
         """The run of words and connectors from `pos`, separated by spaces on the same line."""
@@ -211,12 +251,13 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
                 f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}")
             )
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
-        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path))
+        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False))
 
 
-def _title_pattern(titles: str, space: str) -> str:
-    """A title not inside a word nor after a slash, then a period or a space: "Dr.Tan", "Dr. Tan", "Dr Tan"."""
-    return rf"(?<![\w/])(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)"
+def _title_pattern(titles: str, space: str, glued: str, letter: str) -> str:
+    """A title not inside a word nor after a slash, then a period or a space: "Dr.Tan", "Dr. Tan",
+    "Dr Tan"; or a glued title right before a letter ("drTan"), which :meth:`HonorificDetector._glued` checks."""
+    return rf"(?<![\w/])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
 
 
 def _capitalised(word: str) -> bool:
