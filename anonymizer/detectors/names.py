@@ -47,7 +47,7 @@ _S = r"[^\S\r\n]"
 NICKNAME_CUE = regex.compile(
     rf"(?i){_S}*,?{_S}*(?:(?:who{_S}+)?(?:(?:prefers|likes|wants|asks){_S}+to{_S}+be{_S}+called|goes{_S}+by|"
     rf"(?:also{_S}+)?known{_S}+as|aka|a\.k\.a\.?){_S}+[\"'“‘]?|\([\"'“‘]?(?=[^\W\d_]+[\"'”’]?\)))"
-    r"(?P<name>[^\W\d_]{2,})"
+    r"(?P<name>[^\W\d_]{2,}(?:-[^\W\d_]+)*)"
 )
 
 
@@ -192,15 +192,16 @@ class RecordNames:
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)
-        return spans + self._called(text, spans, matches) if spans else spans
+        return spans + self._called(text, spans, matches) if spans and self._field == "names" else spans
 
-    def _ordinary_in_brackets(self, text: str, cue: regex.Match[str]) -> bool:
-        """A bracket after a name holds an ordinary word as often as a nickname ("Tan (pt)"):
-        there a common word counts only capitalised in mixed-case text."""
+    def _ordinary_in_brackets(self, text: str, cue: regex.Match[str], one_word: bool) -> bool:
+        """A bracket after a name holds a role, a kinship or a place as often as a nickname ("Tan
+        (nephew)", "(cardio)", "(BEDOK)"): there only a Capitalised word that is not a common one
+        counts, after a full name (a surname alone is as often a clinician's: "prof. tan (Tampines)")."""
         if not text[cue.start() : cue.start("name")].lstrip().startswith("("):
             return False
         word = cue.group("name")
-        return word.casefold() in self._common and not (word[0].isupper() and not word.isupper() and not text.isupper())
+        return one_word or word.casefold() in self._common or not word[0].isupper() or word.isupper()
 
     def _called(self, text: str, spans: list[Span], matches: list[tuple[int, int, str]]) -> list[Span]:
         """The name the patient goes by, introduced after one of the record's names (NICKNAME_CUE),
@@ -209,7 +210,7 @@ class RecordNames:
         taken: list[Span] = []
         for span in spans:
             cue = NICKNAME_CUE.match(text, span.end)
-            if cue is not None and not self._ordinary_in_brackets(text, cue):
+            if cue is not None and not self._ordinary_in_brackets(text, cue, " " not in text[span.start : span.end]):
                 found[cue.group("name").casefold()] = None
                 taken.append(Span(cue.start("name"), cue.end("name"), self._category, "record", "called"))
         if not found:
