@@ -162,6 +162,9 @@ class HonorificDetector:
         or in the title's case and neither a common word nor the start of an English word that
         begins with the title ("drchua", "DRNEO"; not "drain", "DROWSY", "drsg")."""
         title = text[match.start("glued") : match.end("glued")]
+        after = text[match.end() : match.end() + 2]
+        if not (after[:1].isupper() and after[1:2].islower()) and (title + after).casefold() in self._word_starts:
+            return None  # "drain", "Dressing", "DROWSY": most glued matches, refused before reading tokens
         tokens = self._tokens(text, match.end())
         if not tokens or tokens[0].connector or tokens[0].start != match.end():
             return None
