@@ -115,8 +115,8 @@ class ListDetector:
         hits: list[tuple[int, int, str]] = []  # the staff directory's keys
         # On ASCII text lower-casing keeps every offset, and ignoring case means lower-casing.
         lower = text.lower()
-        matches = self._lower.finditer(lower) if text.isascii() else self._pattern.finditer(text)  # type: ignore[union-attr]
         ascii_text = text.isascii()
+        matches = self._lower.finditer(lower) if ascii_text else self._pattern.finditer(text)  # type: ignore[union-attr]
         for match in matches:
             key = match.group()
             if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
@@ -247,7 +247,12 @@ class StaffDirectory:
         candidates: list[tuple[int, int, str, int]] = []  # words beside a title or a role, and where their name begins
         mixed = not text.isupper()
         for start, end, key in hits:
-            kind = self._kinds[key]
+            kind = self._kinds.get(key)
+            if kind is None:  # a match that lower-cases to no key but case-folds to one ("ſam" for "sam")
+                key = key.casefold()
+                kind = self._kinds.get(key)
+                if kind is None:
+                    continue
             if kind == "title" or kind == "role":
                 self._anchored(text, start, end, key, kind, candidates)
             elif kind == "glued":
@@ -274,7 +279,8 @@ class StaffDirectory:
         spans = []
         for start, end, rule in names:
             start, end = self._initials(text, start, end, mixed)
-            role = self._after.match(lower, end)
+            near = lower[end : end + 9]  # a role's mark is within initials' reach, or there is none
+            role = self._after.match(lower, end) if "(" in near or "/" in near or "," in near else None
             if role is not None and role.group("initials"):  # "toh lk (sr)", "LIEW M (cons)": the initials before the role
                 end = role.end("initials")
             spans.append(Span(start, end, STAFF, source, rule))
