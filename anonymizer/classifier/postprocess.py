@@ -42,7 +42,7 @@ RELATIVE_CUES = frozenset({
     "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "hb", "spouse", "partner",
     "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
     "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
-    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "sil", "bil", "hcp", "nok", "proxy", "guardian",
+    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
 })
 # People around the patient who are neither relatives nor staff: their names are NAME.
 SOCIAL_CUES = frozenset({
@@ -242,6 +242,8 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
 
 RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
 RELATIVE_SKIP = frozenset({"s", "name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
+# Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Healey" names two people.
+COURTESY_TITLES = frozenset({"mr", "mrs", "miss", "ms", "mdm", "madam"})
 RELABEL = frozenset({"DOCTOR", "NAME"})  # a name after a kinship word is a relative's, not a clinician's
 
 
@@ -253,7 +255,7 @@ def _after_cue(tokens: Tokens, i: int) -> int | None:
         gap = tokens.gaps[j]
         if gap and RELATIVE_GAP.fullmatch(gap) is None:
             return None
-        if lowers[j] in RELATIVE_SKIP or lowers[j] in titles():  # "daughter miss ho jun-min"
+        if lowers[j] in RELATIVE_SKIP or lowers[j] in COURTESY_TITLES:  # "daughter miss ho jun-min"
             j += 1
         elif lowers[j] == "in" and j + 1 < n and lowers[j + 1] == "law":
             j += 2

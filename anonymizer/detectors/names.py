@@ -40,6 +40,7 @@ SHORT = 2  # tokens of this many letters or fewer match exactly, never approxima
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
 CLASSIFIER_DATA = Path(__file__).resolve().parent.parent / "classifier" / "data"  # english.txt, first_names.txt
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
+MIN_GIVEN = 5  # a given name this long has short forms: "Desmond" is "Des", "Olivia" "Liv"
 LINE_RANK = 1500  # a nickname rarer than this in English is a name at a line's start too ("Matt more alert")
 # After one of the record's names, what introduces the name the patient is called by: any word
 # there is that name, listed nickname or not ("Desmond Tan prefers to be called Des", "(Des)").
@@ -65,6 +66,7 @@ class Nicknames:
         self._related = {name: frozenset(others) for name, others in related.items()}
         self.words = frozenset(words)
         self.frequent: frozenset[str] = frozenset()  # the English words too frequent to be a name at a line's start
+        self.calendar: frozenset[str] = frozenset()  # months and weekdays ("Jan" is no Janet)
 
     @classmethod
     def from_rules(cls, rules_dir: Path, common: frozenset[str]) -> "Nicknames":
@@ -78,7 +80,22 @@ class Nicknames:
         english = [w for w in read_word_list(CLASSIFIER_DATA / "english.txt")[:WORD_RANK] if w not in given]
         nicknames = cls(read_word_list(path), common | frozenset(english))
         nicknames.frequent = frozenset(read_word_list(CLASSIFIER_DATA / "english.txt")[:LINE_RANK])
+        nicknames.calendar = frozenset(w.casefold() for w in read_word_list(CLASSIFIER_DATA / "months.txt"))
         return nicknames
+
+    def shortened(self, values: Iterable[str], tokens: Iterable[str]) -> frozenset[str]:
+        """The short forms of the given name no list has: its first three or four letters ("Des"
+        for Desmond), its inner syllable after an initial vowel ("Liv" for Olivia), and their
+        diminutives ("Livvy", "Dessie").  Taken only where written as names (:meth:`RecordNames._add_worded`)."""
+        first = next((WORD.findall(v) for v in values if WORD.search(v)), [])
+        given = first[0].casefold() if first else ""
+        if len(given) < MIN_GIVEN:
+            return frozenset()
+        stems = {given[:k] for k in (3, 4) if len(given) >= k + 2}
+        if given[0] in "aeiou":
+            stems.add(given[1:4])
+        forms = stems | {f"{stem}{end}" for stem in stems for end in ("y", "ie", stem[-1] + "y", stem[-1] + "ie")}
+        return frozenset(forms - set(tokens) - self.frequent - self.calendar)
 
     def of(self, tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
         """The names related to `tokens` that are not tokens themselves: those taken wherever
@@ -168,6 +185,8 @@ class RecordNames:
         short = frozenset(t for t in tokens if len(t) <= SHORT)
         long = [t for t in tokens if len(t) > SHORT]
         nicknames, worded = self._nicknames.of(tokens) if self._nicknames is not None else (frozenset(), frozenset())
+        if self._field == "names" and self._nicknames is not None:
+            worded |= self._nicknames.shortened(getattr(record, self._field), tokens)
         variants = Variants(long, self._threshold) if long else None
         return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded
 
