@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import regex
 
@@ -143,6 +144,7 @@ class HonorificDetector:
             title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
             tokens = self._tokens(text, match.end())
+            first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
             # mitral regurgitation), so it needs a name-like word after it, as a weak title does.
             # A period after it ("Gen.", "PROF.") makes a title strong, but not a weak one written as
@@ -150,11 +152,11 @@ class HonorificDetector:
             abbreviation = title.isupper() and not all_caps
             dotted = match.group("dot") is not None
             strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
-            if abbreviation and tokens and tokens[0].word.islower():
+            if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
-            end = self._name_end(tokens, honorific, strong, _capitalised(title))
-            if end is not None:
-                spans.append(Span(tokens[0].start, end, honorific.category, self.name, honorific.name))
+            end = self._name_end(first, tokens, honorific, strong, _capitalised(title))
+            if end is not None and first is not None:
+                spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
         return spans
 
     def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
@@ -166,9 +168,10 @@ class HonorificDetector:
         if not (after[:1].isupper() and after[1:2].islower()) and (title + after).casefold() in self._word_starts:
             return None  # "drain", "Dressing", "DROWSY": most glued matches, refused before reading tokens
         tokens = self._tokens(text, match.end())
-        if not tokens or tokens[0].connector or tokens[0].start != match.end():
+        first = next(tokens, None)
+        if first is None or first.connector or first.start != match.end():
             return None
-        word = tokens[0].word
+        word = first.word
         if not _capitalised(word):
             key = word.casefold()
             glued = (title + word[:2]).casefold()
@@ -181,30 +184,35 @@ class HonorificDetector:
             ):
                 return None
         honorific = self._honorifics[title.casefold()]
-        end = self._name_end(tokens, honorific, True, _capitalised(title))
-        return Span(tokens[0].start, end, honorific.category, self.name, honorific.name) if end is not None else None
+        end = self._name_end(first, tokens, honorific, True, _capitalised(title))
+        return Span(first.start, end, honorific.category, self.name, honorific.name) if end is not None else None
 
-    def _tokens(self, text: str, pos: int) -> list[Token]:
-        """The run of words and connectors from `pos`, separated by spaces on the same line."""
-        tokens: list[Token] = []
-        while len(tokens) < self._max_tokens:
+    def _tokens(self, text: str, pos: int) -> Iterator[Token]:
+        """The run of words and connectors from `pos`, separated by spaces on the same line: read
+        one by one, as most names end after a word or two."""
+        for _ in range(self._max_tokens):
             match = self._connector.match(text, pos) or WORD.match(text, pos)
             if match is None:
                 break
             connector = match.re is self._connector
             dotted = not connector and match.group("dot") is not None
-            tokens.append(Token(match.start(), match.end("word"), match.group("word"), dotted, connector))
+            yield Token(match.start(), match.end("word"), match.group("word"), dotted, connector)
             gap = (DOTTED_GAP if dotted else GAP).match(text, match.end())
             if gap is None:
                 break
             pos = gap.end()
-        return tokens
 
-    def _name_end(self, tokens: list[Token], honorific: Honorific, strong: bool, title_capitalised: bool) -> int | None:
-        """Where the name starting at tokens[0] ends, or None if the title is not followed by one."""
+    def _name_end(
+        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title_capitalised: bool
+    ) -> int | None:
+        """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed by one."""
         end = None
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
-        for i, token in enumerate(tokens):
+        if first is None:
+            return None
+        after_connector = False
+        for i, token in enumerate(chain((first,), rest)):
+            previous_connector, after_connector = after_connector, token.connector
             if token.connector:
                 continue  # kept only if the word after it is taken
             key = token.word.casefold()
@@ -213,7 +221,7 @@ class HonorificDetector:
                 continue
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
-            if i > 0 and tokens[i - 1].connector:
+            if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title_capitalised)
