@@ -15,7 +15,14 @@ A given name's common nicknames and diminutives are the name too, both ways (a W
 "Bill", a record "Peggy" written "Margaret"; rules/nicknames.txt).  They are matched exactly, never
 by edit distance (a nickname's variants would be another name's), and one that is also an
 ordinary English word ("Will", "Pat", "Sue") only where written as a name: capitalised not at a
-sentence's start, or next to another of the record's names ("Bill Tan").
+sentence's start, or next to another of the record's names ("Bill Tan"); at a line's start too
+when it is no frequent English word ("Matt more alert").  The patient's given name's short forms
+no list has ("Des" for Desmond, "Liv" and "Livvy" for Olivia) are taken the same way, and any word
+a note introduces as the patient's name after one of the record's names ("prefers to be called
+X", "goes by X", "known as X", a bracketed "(X)" after the full name) is the patient's name there.
+
+Connectors go with a name as notes write them: "s/o" also as "so", "s.o." or "s o", "b." as "b"
+("Vijay so Krishnan"), but only between two of the record's names.
 """
 
 from __future__ import annotations
