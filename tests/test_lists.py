@@ -77,6 +77,12 @@ def test_never_fails_and_stays_in_bounds(text, doctors, places):
         assert span.category in ("DOCTOR", "LOCATION")
 
 
+def test_a_staff_part_that_lower_cases_to_no_key_is_read_case_folded():
+    """"ſ" matches "s" ignoring case but lower-cases to itself: the part is found by its case-folded form."""
+    detector = ListDetector({"DOCTOR": ["Sebastiano Bo"]})
+    assert [(s.start, s.end) for s in detector("Dr Sebaſtiano", RECORD)] == [(3, 13)]
+
+
 @given(st.text(alphabet="TanTockSengHOSPITALhealeyAngMoKio ,.-\n3ſK", max_size=80))
 def test_ascii_notes_searched_lower_cased_find_what_ignoring_case_finds(text):
     """ASCII notes take the lower-cased search; it must match exactly what the case-insensitive

@@ -6,9 +6,10 @@ flagged) and returns the tokens to add, as ``{index: category}``; none ever remo
 * :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson") and
   adjacent capitalised words that are not common English;
 * :func:`extend_places` - a flagged place or hospital across "of", "memorial", "rehab", "beach", ...;
-* :func:`relative_cues` - the name right after "son", "wife", "dtr", "HCP" ... (or before "(son)")
-  when it reads as one (capitalised and not common English; in capitals or lower case a first
-  name or a word no dictionary knows), its further words, and the names of a list after it;
+* :func:`relative_cues` - the name right after "son", "wife", "dtr", "hb", "HCP" ... (or before
+  "(son)") when it reads as one (capitalised and not common English; in capitals or lower case a
+  first name or a word no dictionary knows, or a word after initials), its further words, and the
+  names of a list after it; after "friend", "neighbour", "FDW", "maid" ... the same, as NAME;
 * :func:`propagate` - words confidently flagged as names in one of a patient's notes, flagged in
   the patient's other notes too.
 
@@ -36,13 +37,23 @@ PLACE_CONNECTORS = frozenset({
     "community", "county", "st", "saint", "rehab", "rehabilitation", "clinic", "institute", "campus", "beach",
     "park", "heights", "village", "lake", "falls", "valley", "hills", "island", "city",
 })
-# Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna").
+# Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna", "hb bala").
 RELATIVE_CUES = frozenset({
-    "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "spouse", "partner", "friend",
+    "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "hb", "spouse", "partner",
     "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
     "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
-    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "hcp", "nok", "proxy", "guardian",
+    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
 })
+# People around the patient who are neither relatives nor staff: their names are NAME.
+SOCIAL_CUES = frozenset({
+    "friend", "friends", "neighbour", "neighbor", "neighbours", "neighbors", "fdw", "maid", "helper", "caregiver", "carer",
+})
+CUES = RELATIVE_CUES | SOCIAL_CUES
+# Words that end a name after a cue although no dictionary calls them common: "son tan hp 9123".
+NAME_END = frozenset({"hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from"})
+# Connectors inside a name ("Rahman bin Roslan", "KAMALA D/O GANESH"): rules/name_connectors.txt's, as tokens.
+NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
+SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
@@ -160,30 +171,79 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
     "son visiting", "dtr in to visit" stay, and only spaces, a comma, a colon, dashes or an opening
     bracket may stand between (a period ends the sentence, a slash is "MOM/LAXATIVES")."""
     lowers = tokens.lowers
-    if RELATIVE_CUES.isdisjoint(lowers):  # most notes: a set test is cheaper than the scan below
+    if CUES.isdisjoint(lowers):  # most notes: a set test is cheaper than the scan below
         return {}
     d = dictionaries or default_dictionaries()
     added: dict[int, str] = {}
     n = len(tokens)
-    for i in [i for i, lower in enumerate(lowers) if lower in RELATIVE_CUES]:
+    for i in [i for i, lower in enumerate(lowers) if lower in CUES]:
+        category = "NAME" if lowers[i] in SOCIAL_CUES else "RELATIVE"
         if i + 1 < n and tokens.gaps[i].endswith("(") and tokens.gaps[i + 1].startswith(")"):
-            _names_before(text, tokens, flagged, i, d, added)  # "Hank Smith (son)"
+            _names_before(text, tokens, flagged, i, d, added, category)  # "Hank Smith (son)"
         j = _after_cue(tokens, i)
-        if j is None or not _takes(flagged, j, added):
+        if j is None:
             continue
-        if not _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
+        if flagged[j] == category:
+            pass  # a name already found there: its further words and connectors still follow
+        elif not _takes(flagged, j, added):
             continue
-        added[j] = "RELATIVE"
+        elif initials := _initials(tokens, flagged, j, d, added):  # "h s neo", "K H WONG", "r soh"
+            for k in initials:
+                added[k] = category
+            j = initials[-1]
+        elif _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
+            added[j] = category
+        elif _surname_like(tokens, j, d) and j + 1 < n and tokens.gaps[j + 1] in (" ", "-") and _surname_like(tokens, j + 1, d):
+            added[j] = category  # "husband kok-hui", "fdw lau soon-kow": two words no dictionary calls common
+        else:
+            continue
         while True:
-            j = _extend_relative(tokens, flagged, j, d, added)
+            j = _extend_relative(tokens, flagged, j, d, added, category)
             if j is None:
                 break
-            added[j] = "RELATIVE"
+            added[j] = category
     return added
+
+
+def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
+    """Whether token j may continue a name already begun: letters, not common English, not a
+    clinical word, a title, a cue or a verb form ("hui lay", "jun-min"; not "at", "checks", "hp")."""
+    word, lower = tokens.words[j], tokens.lowers[j]
+    return (
+        len(word) > 1
+        and word.isalpha()
+        and lower not in NAME_END
+        and lower not in CUES
+        and not _common(lower, d)
+        and lower not in d.words["med"]
+        and lower not in titles()
+        and not VERB_FORM.search(lower)
+    )
+
+
+def _named(tokens: Tokens, flagged: Sequence[str | None], k: int, d: Dictionaries, added: dict[int, str]) -> bool:
+    """Whether token k, after a connector, is a name: one found already, or a word that may be a surname."""
+    return flagged[k] in NAME_CATEGORIES or (_takes(flagged, k, added) and _surname_like(tokens, k, d))
+
+
+def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> list[int]:
+    """Up to three one-letter initials from token j and the word after them, if that word may be a
+    surname: "h s neo", "K H WONG", "w a chua"; none for "son a bit better", "I"."""
+    n, words = len(tokens), tokens.words
+    k = j
+    while k < n and k - j < 3 and len(words[k]) == 1 and words[k].isalpha() and (k > j or words[k] not in ("a", "i", "I")):
+        if not _takes(flagged, k, added) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
+            return []
+        k += 1
+    if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not _takes(flagged, k, added) or not _surname_like(tokens, k, d):
+        return []
+    return list(range(j, k + 1))
 
 
 RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
 RELATIVE_SKIP = frozenset({"s", "name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
+# Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Healey" names two people.
+COURTESY_TITLES = frozenset({"mr", "mrs", "miss", "ms", "mdm", "madam"})
 RELABEL = frozenset({"DOCTOR", "NAME"})  # a name after a kinship word is a relative's, not a clinician's
 
 
@@ -195,7 +255,7 @@ def _after_cue(tokens: Tokens, i: int) -> int | None:
         gap = tokens.gaps[j]
         if gap and RELATIVE_GAP.fullmatch(gap) is None:
             return None
-        if lowers[j] in RELATIVE_SKIP:
+        if lowers[j] in RELATIVE_SKIP or lowers[j] in COURTESY_TITLES:  # "daughter miss ho jun-min"
             j += 1
         elif lowers[j] == "in" and j + 1 < n and lowers[j + 1] == "law":
             j += 2
@@ -239,15 +299,34 @@ VERB_FORM = regex.compile(r"(?:ed|..ing)$")
 RARE_RANK = 20000  # a word rarer than this in English, after a kinship word, is taken for a name
 
 
-def _extend_relative(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> int | None:
+def _extend_relative(
+    tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str], category: str = "RELATIVE"
+) -> int | None:
     """The token continuing the relative's name at token j: its next word on the same line
-    ("Mary Ann Smith", "don reid"), or the next name of a list ("David and Theodore", "Smokey, Morris")."""
+    ("Mary Ann Smith", "don reid", "seah hui lay", "ho jun-min"), past a connector ("nadia binte
+    salleh", "KAMALA D/O GANESH": the connector is added too), or the next name of a list
+    ("David and Theodore", "Smokey, Morris")."""
     k = j + 1
-    if k >= len(tokens) or not _takes(flagged, k, added):
+    n = len(tokens)
+    if k >= n or not _takes(flagged, k, added):
         return None
     gap = tokens.gaps[k]
-    if gap == " " and _relative_word(tokens, k, d, strict=True):
+    if gap in (" ", "-") and (_relative_word(tokens, k, d, strict=True) or _surname_like(tokens, k, d)):
         return k
+    if gap == " " and k + 1 < n:
+        lowers = tokens.lowers
+        if lowers[k] in NAME_CONNECTORS and tokens.gaps[k + 1] == " " and _named(tokens, flagged, k + 1, d, added):
+            added[k] = category
+            return k + 1
+        if (
+            k + 2 < n
+            and (lowers[k], lowers[k + 1]) in SLASH_CONNECTORS
+            and tokens.gaps[k + 1] == "/"
+            and tokens.gaps[k + 2] == " "
+            and _named(tokens, flagged, k + 2, d, added)
+        ):
+            added[k] = added[k + 1] = category
+            return k + 2
     if gap in (", ", " & ") and _relative_word(tokens, k, d, first=True):
         return k
     if tokens.lowers[k] == "and" and gap == " " and k + 1 < len(tokens) and tokens.gaps[k + 1] == " ":
@@ -256,14 +335,22 @@ def _extend_relative(tokens: Tokens, flagged: Sequence[str | None], j: int, d: D
     return None
 
 
-def _names_before(text: str, tokens: Tokens, flagged: Sequence[str | None], i: int, d: Dictionaries, added: dict[int, str]) -> None:
-    """Up to three names right before a bracketed kinship word on its line: "Hank Smith (son)"."""
+def _names_before(
+    text: str, tokens: Tokens, flagged: Sequence[str | None], i: int, d: Dictionaries, added: dict[int, str], category: str = "RELATIVE"
+) -> None:
+    """Up to three names right before a bracketed kinship word on its line: "Hank Smith (son)",
+    "neo ling mei (brother)", "choo-leng (husband)"."""
     if tokens.gaps[i].strip() != "(":
         return
     j = i - 1
-    while j >= 0 and i - j <= 3 and _takes(flagged, j, added) and _relative_word(tokens, j, d, strict=i - j > 1):
-        added[j] = "RELATIVE"
-        if tokens.gaps[j] != " ":
+    while (
+        j >= 0
+        and i - j <= 3
+        and _takes(flagged, j, added)
+        and (_relative_word(tokens, j, d, strict=i - j > 1) or _surname_like(tokens, j, d))
+    ):
+        added[j] = category
+        if tokens.gaps[j] not in (" ", "-"):
             break
         j -= 1
 

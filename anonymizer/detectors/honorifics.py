@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import regex
 
@@ -28,6 +29,8 @@ SPACE = r"[^\S\r\n]"
 # SPACE on ASCII text, for `re`: its \s would also take "\x1c" to "\x1f" (tests/test_honorifics.py).
 ASCII_SPACE = r"[\t\x0b\x0c ]"
 GAP = regex.compile(SPACE + "+")
+VOWEL = re.compile("[aeiouy]")
+ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
@@ -55,6 +58,7 @@ class Honorific:
     strong: bool  # never an ordinary word, so the next word is a name unless it is a stop word
     not_before: frozenset[str] = frozenset()  # words after which this title is an ordinary word
     origin: str = ""  # the file that defines it
+    glued: bool = False  # also written onto the name: "drTan", "DRNEO", "drchua"
 
 
 class HonorificDetector:
@@ -67,6 +71,7 @@ class HonorificDetector:
         common_words: Iterable[str],
         connectors: Iterable[str],
         max_tokens: int,
+        english: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -74,11 +79,17 @@ class HonorificDetector:
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
         self._max_tokens = max_tokens
         titles = "|".join(re.escape(t) for t in sorted(self._honorifics, key=len, reverse=True))
-        self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE))
+        glued = [h.name for h in self._honorifics.values() if h.glued]
+        # A glued title in one case with its name ("drchua", "DRNEO") is told from a word it
+        # begins ("drain", "DROWSY") by the word's start: none of the English words that begin
+        # with the title goes on with the same two letters.
+        self._word_starts = frozenset(w[: len(t) + 2] for w in english for t in glued if w.casefold().startswith(t))
+        glued_titles = "|".join(re.escape(t) for t in sorted(glued, key=len, reverse=True)) or "(?!)"
+        self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE, glued_titles, r"[^\W\d_]"))
         # The titles are case-folded: in a lower-cased ASCII note (same offsets) they match without
         # ignoring case, and the standard library's `re` finds them in under half the time `regex` takes.
         ascii_titles = all(t.isascii() for t in self._honorifics)
-        self._title_lower = re.compile(_title_pattern(titles, ASCII_SPACE)) if ascii_titles else None
+        self._title_lower = re.compile(_title_pattern(titles, ASCII_SPACE, glued_titles, "[a-z]")) if ascii_titles else None
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
 
@@ -117,6 +128,7 @@ class HonorificDetector:
             common_words=words("common_words.txt"),
             connectors=words("name_connectors.txt"),
             max_tokens=rules["max_tokens"],
+            english=read_word_list(ENGLISH),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -124,9 +136,15 @@ class HonorificDetector:
         all_caps = text.isupper()
         lower = self._title_lower is not None and text.isascii()
         for match in self._title_lower.finditer(text.lower()) if lower else self._title.finditer(text):
+            if match.group("glued") is not None:
+                span = self._glued(text, match)
+                if span is not None:
+                    spans.append(span)
+                continue
             title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
             tokens = self._tokens(text, match.end())
+            first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
             # mitral regurgitation), so it needs a name-like word after it, as a weak title does.
             # A period after it ("Gen.", "PROF.") makes a title strong, but not a weak one written as
@@ -134,34 +152,67 @@ class HonorificDetector:
             abbreviation = title.isupper() and not all_caps
             dotted = match.group("dot") is not None
             strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
-            if abbreviation and tokens and tokens[0].word.islower():
+            if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
-            end = self._name_end(tokens, honorific, strong, _capitalised(title))
-            if end is not None:
-                spans.append(Span(tokens[0].start, end, honorific.category, self.name, honorific.name))
+            end = self._name_end(first, tokens, honorific, strong, _capitalised(title))
+            if end is not None and first is not None:
+                spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
         return spans
 
-    def _tokens(self, text: str, pos: int) -> list[Token]:
-        """The run of words and connectors from `pos`, separated by spaces on the same line."""
-        tokens: list[Token] = []
-        while len(tokens) < self._max_tokens:
+    def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
+        """The name a title is written onto: Capitalised after it ("drTan", "DRNeo", "DRO'Brien"),
+        or in the title's case and neither a common word nor the start of an English word that
+        begins with the title ("drchua", "DRNEO"; not "drain", "DROWSY", "drsg")."""
+        title = text[match.start("glued") : match.end("glued")]
+        after = text[match.end() : match.end() + 2]
+        if not (after[:1].isupper() and after[1:2].islower()) and (title + after).casefold() in self._word_starts:
+            return None  # "drain", "Dressing", "DROWSY": most glued matches, refused before reading tokens
+        tokens = self._tokens(text, match.end())
+        first = next(tokens, None)
+        if first is None or first.connector or first.start != match.end():
+            return None
+        word = first.word
+        if not _capitalised(word):
+            key = word.casefold()
+            glued = (title + word[:2]).casefold()
+            if (
+                len(word) < 3
+                or title.isupper() != word.isupper()
+                or key in self._common
+                or glued in self._word_starts
+                or not VOWEL.search(key)
+            ):
+                return None
+        honorific = self._honorifics[title.casefold()]
+        end = self._name_end(first, tokens, honorific, True, _capitalised(title))
+        return Span(first.start, end, honorific.category, self.name, honorific.name) if end is not None else None
+
+    def _tokens(self, text: str, pos: int) -> Iterator[Token]:
+        """The run of words and connectors from `pos`, separated by spaces on the same line: read
+        one by one, as most names end after a word or two."""
+        for _ in range(self._max_tokens):
             match = self._connector.match(text, pos) or WORD.match(text, pos)
             if match is None:
                 break
             connector = match.re is self._connector
             dotted = not connector and match.group("dot") is not None
-            tokens.append(Token(match.start(), match.end("word"), match.group("word"), dotted, connector))
+            yield Token(match.start(), match.end("word"), match.group("word"), dotted, connector)
             gap = (DOTTED_GAP if dotted else GAP).match(text, match.end())
             if gap is None:
                 break
             pos = gap.end()
-        return tokens
 
-    def _name_end(self, tokens: list[Token], honorific: Honorific, strong: bool, title_capitalised: bool) -> int | None:
-        """Where the name starting at tokens[0] ends, or None if the title is not followed by one."""
+    def _name_end(
+        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title_capitalised: bool
+    ) -> int | None:
+        """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed by one."""
         end = None
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
-        for i, token in enumerate(tokens):
+        if first is None:
+            return None
+        after_connector = False
+        for i, token in enumerate(chain((first,), rest)):
+            previous_connector, after_connector = after_connector, token.connector
             if token.connector:
                 continue  # kept only if the word after it is taken
             key = token.word.casefold()
@@ -170,7 +221,7 @@ class HonorificDetector:
                 continue
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
-            if i > 0 and tokens[i - 1].connector:
+            if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title_capitalised)
@@ -211,12 +262,13 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
                 f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}")
             )
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
-        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path))
+        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False))
 
 
-def _title_pattern(titles: str, space: str) -> str:
-    """A title not inside a word nor after a slash, then a period or a space: "Dr.Tan", "Dr. Tan", "Dr Tan"."""
-    return rf"(?<![\w/])(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)"
+def _title_pattern(titles: str, space: str, glued: str, letter: str) -> str:
+    """A title not inside a word nor after a slash, then a period or a space: "Dr.Tan", "Dr. Tan",
+    "Dr Tan"; or a glued title right before a letter ("drTan"), which :meth:`HonorificDetector._glued` checks."""
+    return rf"(?<![\w/])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
 
 
 def _capitalised(word: str) -> bool:

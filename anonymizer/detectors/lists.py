@@ -51,6 +51,9 @@ SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a r
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
 # "Lim's") and hyphens, as honorifics.py reads a name; before a role, also initials ("Lim K.H. (MO)").
+_JOINED = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)+")  # "o'brien", "lay-kiat": a name part written whole
+# Initials between a title and the surname: "SN C Neo", "nurse l m koh", "S/N E. Ng".
+_TITLE_INITIALS = re.compile(r"(?:[^\W\d_]\.?[^\S\r\n]+){1,3}(?=[^\W\d_]{2})")
 _NEXT_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*")
 # What stands between a name and its role: a space, a comma, a slash or a bracket.
 _ROLE_GAP = re.compile(r"(?:[^\S\r\n]*(?P<mark>[(/,])[^\S\r\n]*|[^\S\r\n]+)\Z")
@@ -112,8 +115,8 @@ class ListDetector:
         hits: list[tuple[int, int, str]] = []  # the staff directory's keys
         # On ASCII text lower-casing keeps every offset, and ignoring case means lower-casing.
         lower = text.lower()
-        matches = self._lower.finditer(lower) if text.isascii() else self._pattern.finditer(text)  # type: ignore[union-attr]
         ascii_text = text.isascii()
+        matches = self._lower.finditer(lower) if ascii_text else self._pattern.finditer(text)  # type: ignore[union-attr]
         for match in matches:
             key = match.group()
             if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
@@ -172,7 +175,7 @@ class StaffVocabulary:
 
         every = alternation({*self.roles, *self.bracketed_roles, *self.departments})
         return re.compile(
-            rf"(?:[ \t]+[a-z]{{1,3}}(?![a-z])|[ \t]*(?:[a-z]\.[ \t]?){{1,3}})?[ \t]*[(/,][ \t]*"
+            rf"(?P<initials>[ \t]+[a-z]{{1,3}}(?![a-z])|[ \t]*(?:[a-z]\.[ \t]?){{1,3}})?[ \t]*[(/,][ \t]*"
             rf"(?:(?:{alternation(self.departments)})[ \t]+)?(?:{every})(?![a-z])"
         )
 
@@ -194,7 +197,10 @@ class StaffDirectory:
         self._entries = frozenset(_key(e) for e in entries)  # a part that is a whole entry keeps the entry's rule
         # What two or three capitals beside a name may be other than initials: "HR", "ICU", "MO".
         self._abbreviations = frozenset(w.casefold() for w in abbreviations) | vocabulary_words
+        # A part with an apostrophe or a hyphen is also a part whole ("O'Brien", "Lay-Kiat"): its
+        # pieces ("O", "Lay") are too short or too ordinary to be taken alone.
         self.parts: set[str] = {p for e in entries for p in _PART.findall(e.casefold()) if len(p) > 1} - vocabulary_words
+        self.parts |= {p for e in entries for p in _JOINED.findall(e.casefold())}
         # Parts that are also ordinary words ("Hope", "May"), short ones ("Ng") and the vocabulary:
         # a name only beside a title or a role.
         self._ordinary = frozenset(w.casefold() for w in ordinary) | vocabulary_words
@@ -238,10 +244,15 @@ class StaffDirectory:
     def spans(self, text: str, lower: str, hits: list[tuple[int, int, str]], source: str) -> list[Span]:
         """DOCTOR spans for the note: `hits` are the directory's keys the lists' trie found in it."""
         names: list[tuple[int, int, str]] = []  # start, end, rule
-        candidates: list[tuple[int, int, str]] = []  # words beside a title or a role
+        candidates: list[tuple[int, int, str, int]] = []  # words beside a title or a role, and where their name begins
         mixed = not text.isupper()
         for start, end, key in hits:
-            kind = self._kinds[key]
+            kind = self._kinds.get(key)
+            if kind is None:  # a match that lower-cases to no key but case-folds to one ("ſam" for "sam")
+                key = key.casefold()
+                kind = self._kinds.get(key)
+                if kind is None:
+                    continue
             if kind == "title" or kind == "role":
                 self._anchored(text, start, end, key, kind, candidates)
             elif kind == "glued":
@@ -258,22 +269,33 @@ class StaffDirectory:
             elif text[start].isupper() and self._initials(text, start, end, mixed) != (start, end):
                 names.append((start, end, "staff"))  # "Lim K.H.", "K.H. Lee", "Tan KH": initials show a person
         if candidates:
-            close = self._close({w.casefold() for _, _, w in candidates})
-            names += [(start, end, "staff") for start, end, word in candidates if word.casefold() in self.parts or word.casefold() in close]
+            close = self._close({w.casefold() for _, _, w, _ in candidates})
+            parts = self.parts
+            names += [(begin, end, "staff") for _, end, word, begin in candidates if word.casefold() in parts or word.casefold() in close]
             widest = {}  # one span per name: a part found both alone and beside a role is one name
             for start, end, rule in sorted(names, key=lambda name: name[2] != "staff"):
                 widest[start, end] = rule
             names = [(start, end, rule) for (start, end), rule in sorted(widest.items())]
-        return [Span(*self._initials(text, start, end, mixed), STAFF, source, rule) for start, end, rule in names]
+        spans = []
+        for start, end, rule in names:
+            start, end = self._initials(text, start, end, mixed)
+            near = lower[end : end + 9]  # a role's mark is within initials' reach, or there is none
+            role = self._after.match(lower, end) if "(" in near or "/" in near or "," in near else None
+            if role is not None and role.group("initials"):  # "toh lk (sr)", "LIEW M (cons)": the initials before the role
+                end = role.end("initials")
+            spans.append(Span(start, end, STAFF, source, rule))
+        return spans
 
-    def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str]]) -> None:
+    def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str, int]]) -> None:
         """Add the word a title or a role stands beside: after "Dr", "RN", "Staff Nurse"; before
         "(MO)", "/reg", ", SN", " MO", "(resp MO)" (skipping the initials in "LIM KH (MO)")."""
         if kind == "title":
             gap = _TITLE_GAP.match(text, end)
-            word = _NEXT_WORD.match(text, gap.end()) if gap.end() > end else None  # type: ignore[union-attr]
-            if word is not None:
-                words.append((word.start(), word.end(), word.group()))
+            at = gap.end()  # type: ignore[union-attr]
+            initials = _TITLE_INITIALS.match(text, at) if at > end else None
+            word = _NEXT_WORD.match(text, initials.end() if initials is not None else at) if at > end else None
+            if word is not None:  # the name begins at its initials: "SN E Ng", "nurse l m koh"
+                words.append((word.start(), word.end(), word.group(), initials.start() if initials is not None else word.start()))
             if key not in self._roles:
                 return
         before = _ROLE_GAP.search(text, max(0, start - 6), start)
@@ -285,11 +307,11 @@ class StaffDirectory:
             last = _LAST_TOKEN.search(text, max(0, before.start() - 40), before.start()) if before is not None else None
         if last is None:
             return
-        words.append((last.start(1), last.end(1), last.group(1)))
+        words.append((last.start(1), last.end(1), last.group(1), last.start(1)))
         if self._are_initials(last.group(1), not text.isupper()):  # "Lim KH (MO)": the name is before the initials
             previous = _LAST_TOKEN.search(text, max(0, last.start() - 40), last.start())
             if previous is not None:
-                words.append((previous.start(1), previous.end(1), previous.group(1)))
+                words.append((previous.start(1), previous.end(1), previous.group(1), previous.start(1)))
 
     def _close(self, words: set[str]) -> set[str]:
         """The words within the edit-distance ratio of a directory part: one rapidfuzz call for the

@@ -15,7 +15,14 @@ A given name's common nicknames and diminutives are the name too, both ways (a W
 "Bill", a record "Peggy" written "Margaret"; rules/nicknames.txt).  They are matched exactly, never
 by edit distance (a nickname's variants would be another name's), and one that is also an
 ordinary English word ("Will", "Pat", "Sue") only where written as a name: capitalised not at a
-sentence's start, or next to another of the record's names ("Bill Tan").
+sentence's start, or next to another of the record's names ("Bill Tan"); at a line's start too
+when it is no frequent English word ("Matt more alert").  The patient's given name's short forms
+no list has ("Des" for Desmond, "Liv" and "Livvy" for Olivia) are taken the same way, and any word
+a note introduces as the patient's name after one of the record's names ("prefers to be called
+X", "goes by X", "known as X", a bracketed "(X)" after the full name) is the patient's name there.
+
+Connectors go with a name as notes write them: "s/o" also as "so", "s.o." or "s o", "b." as "b"
+("Vijay so Krishnan"), but only between two of the record's names.
 """
 
 from __future__ import annotations
@@ -40,6 +47,16 @@ SHORT = 2  # tokens of this many letters or fewer match exactly, never approxima
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
 CLASSIFIER_DATA = Path(__file__).resolve().parent.parent / "classifier" / "data"  # english.txt, first_names.txt
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
+MIN_GIVEN = 5  # a given name this long has short forms: "Desmond" is "Des", "Olivia" "Liv"
+LINE_RANK = 1500  # a nickname rarer than this in English is a name at a line's start too ("Matt more alert")
+# After one of the record's names, what introduces the name the patient is called by: any word
+# there is that name, listed nickname or not ("Desmond Tan prefers to be called Des", "(Des)").
+_S = r"[^\S\r\n]"
+NICKNAME_CUE = regex.compile(
+    rf"(?i){_S}*,?{_S}*(?:(?:who{_S}+)?(?:(?:prefers|likes|wants|asks){_S}+to{_S}+be{_S}+called|goes{_S}+by|"
+    rf"(?:also{_S}+)?known{_S}+as|aka|a\.k\.a\.?){_S}+[\"'“‘]?|\([\"'“‘]?(?=[^\W\d_]+[\"'”’]?\)))"
+    r"(?P<name>[^\W\d_]{2,}(?:-[^\W\d_]+)*)"
+)
 
 
 class Nicknames:
@@ -55,6 +72,8 @@ class Nicknames:
                 related.setdefault(nickname, set()).add(name)
         self._related = {name: frozenset(others) for name, others in related.items()}
         self.words = frozenset(words)
+        self.frequent: frozenset[str] = frozenset()  # the English words too frequent to be a name at a line's start
+        self.calendar: frozenset[str] = frozenset()  # months and weekdays ("Jan" is no Janet)
 
     @classmethod
     def from_rules(cls, rules_dir: Path, common: frozenset[str]) -> "Nicknames":
@@ -66,7 +85,24 @@ class Nicknames:
             return cls([], ())
         given = frozenset(read_word_list(CLASSIFIER_DATA / "first_names.txt"))
         english = [w for w in read_word_list(CLASSIFIER_DATA / "english.txt")[:WORD_RANK] if w not in given]
-        return cls(read_word_list(path), common | frozenset(english))
+        nicknames = cls(read_word_list(path), common | frozenset(english))
+        nicknames.frequent = frozenset(read_word_list(CLASSIFIER_DATA / "english.txt")[:LINE_RANK])
+        nicknames.calendar = frozenset(w.casefold() for w in read_word_list(CLASSIFIER_DATA / "months.txt"))
+        return nicknames
+
+    def shortened(self, values: Iterable[str], tokens: Iterable[str]) -> frozenset[str]:
+        """The short forms of the given name no list has: its first three or four letters ("Des"
+        for Desmond), its inner syllable after an initial vowel ("Liv" for Olivia), and their
+        diminutives ("Livvy", "Dessie").  Taken only where written as names (:meth:`RecordNames._add_worded`)."""
+        first = next((WORD.findall(v) for v in values if WORD.search(v)), [])
+        given = first[0].casefold() if first else ""
+        if len(given) < MIN_GIVEN:
+            return frozenset()
+        stems = {given[:k] for k in (3, 4) if len(given) >= k + 2}
+        if given[0] in "aeiou":
+            stems.add(given[1:4])
+        forms = stems | {f"{stem}{end}" for stem in stems for end in ("y", "ie", stem[-1] + "y", stem[-1] + "ie")}
+        return frozenset(forms - set(tokens) - self.frequent - self.calendar)
 
     def of(self, tokens: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
         """The names related to `tokens` that are not tokens themselves: those taken wherever
@@ -83,12 +119,14 @@ class NameTokens:
         # Connectors such as "bin", "s/o" are removed as whole tokens before splitting, so that
         # "s/o" does not leave the one-letter tokens "s" and "o" behind.
         ordered = sorted(connectors, key=len, reverse=True)
-        alternatives = "|".join(regex.escape(c) for c in ordered)
         # A one-letter abbreviation ("b.") is a connector in lower case only: "John B. Smith" keeps its initial.
         in_record = "|".join(rf"(?-i:{regex.escape(c)})" if sum(ch.isalpha() for ch in c) == 1 else regex.escape(c) for c in ordered)
         self._connector = regex.compile(rf"(?i)(?<![\w/])(?:{in_record})(?![\w/])")
-        # What may stand between two parts of one name: "Tan, W.", "Siti bte Ali", "O'Brien".
-        self.gap = regex.compile(rf"(?i)[\s.,'’\-]*(?:(?:{alternatives})[\s.]+)?")
+        # What may stand between two parts of one name: "Tan, W.", "Siti bte Ali", "O'Brien", and
+        # the connectors as notes also write them, between two of the record's names only:
+        # "s/o" as "so", "s.o." or "s o", "b." as "b" ("Vijay so Krishnan", "RASHID B RAHMAN").
+        between = "|".join(regex.escape(c) for c in sorted(set(ordered) | _written_forms(ordered), key=len, reverse=True))
+        self.gap = regex.compile(rf"(?i)[\s.,'’\-]*(?:(?:{between})[\s.]+)?")
 
     def __call__(self, values: Iterable[str]) -> tuple[str, ...]:
         tokens: dict[str, None] = {}
@@ -96,6 +134,17 @@ class NameTokens:
             for word in WORD.findall(self._connector.sub(" ", value)):
                 tokens[word.casefold()] = None
         return tuple(tokens)
+
+
+def _written_forms(connectors: Iterable[str]) -> set[str]:
+    """The other ways notes write a connector with a slash or a period: "s/o" as "so", "s.o", "s o"."""
+    forms = set()
+    for c in connectors:
+        if "/" in c:
+            forms |= {c.replace("/", ""), c.replace("/", "."), c.replace("/", " ")}
+        elif c.endswith(".") and len(c) == 2:
+            forms.add(c[0])
+    return forms
 
 
 class RecordNames:
@@ -143,6 +192,8 @@ class RecordNames:
         short = frozenset(t for t in tokens if len(t) <= SHORT)
         long = [t for t in tokens if len(t) > SHORT]
         nicknames, worded = self._nicknames.of(tokens) if self._nicknames is not None else (frozenset(), frozenset())
+        if self._field == "names" and self._nicknames is not None:
+            worded |= self._nicknames.shortened(getattr(record, self._field), tokens)
         variants = Variants(long, self._threshold) if long else None
         return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded
 
@@ -166,7 +217,37 @@ class RecordNames:
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
-        return self._join(text, matches, flagged)
+        spans = self._join(text, matches, flagged)
+        return spans + self._called(text, spans, matches) if spans and self._field == "names" else spans
+
+    def _ordinary_in_brackets(self, text: str, cue: regex.Match[str], one_word: bool) -> bool:
+        """A bracket after a name holds a role, a kinship or a place as often as a nickname ("Tan
+        (nephew)", "(cardio)", "(BEDOK)"): there only a Capitalised word that is not a common one
+        counts, after a full name (a surname alone is as often a clinician's: "prof. tan (Tampines)")."""
+        if not text[cue.start() : cue.start("name")].lstrip().startswith("("):
+            return False
+        word = cue.group("name")
+        return one_word or word.casefold() in self._common or not word[0].isupper() or word.isupper()
+
+    def _called(self, text: str, spans: list[Span], matches: list[tuple[int, int, str]]) -> list[Span]:
+        """The name the patient goes by, introduced after one of the record's names (NICKNAME_CUE),
+        and that word wherever else the note writes it as a name (capitalised, or in a note of one case)."""
+        found: dict[str, None] = {}
+        taken: list[Span] = []
+        for span in spans:
+            cue = NICKNAME_CUE.match(text, span.end)
+            if cue is not None and not self._ordinary_in_brackets(text, cue, " " not in text[span.start : span.end]):
+                found[cue.group("name").casefold()] = None
+                taken.append(Span(cue.start("name"), cue.end("name"), self._category, "record", "called"))
+        if not found:
+            return taken
+        uniform = text.isupper() or text.islower()
+        covered = {(s.start, s.end) for s in spans} | {(s.start, s.end) for s in taken}
+        for start, end, word in matches:
+            if word in found and (start, end) not in covered and (uniform or text[start].isupper()):
+                if not any(s.start <= start < s.end for s in spans):
+                    taken.append(Span(start, end, self._category, "record", "called"))
+        return taken
 
     def _add_initials(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], initials: frozenset[str]) -> None:
         """Flag one-letter initials of the record's names written next to a flagged name ("W X Tan")."""
@@ -189,12 +270,18 @@ class RecordNames:
     def _add_worded(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], cased: frozenset[str]) -> None:
         """Flag the nicknames that are also English words where written as names: capitalised, not
         at a sentence's start and not in a capitals-only stretch ("Will", not "WILL" nor a
-        sentence's "Will"), or next to another name of the record ("bill tan")."""
+        sentence's "Will"), or next to another name of the record ("bill tan").  At a line's start
+        a capitalised nickname is taken when it is no frequent English word ("Matt more alert",
+        not "Will review"): a note's lines often open with the patient's name."""
+        frequent = self._nicknames.frequent if self._nicknames is not None else frozenset()
         for i, (start, end, word) in enumerate(matches):
             if flagged[i] or word not in cased:
                 continue
             before = text[:start].rstrip(" \t\"'(")
-            written = text[start].isupper() and not text[start:end].isupper() and bool(before) and before[-1] not in SENTENCE_END
+            capitalised = text[start].isupper() and not text[start:end].isupper()
+            written = capitalised and (
+                (bool(before) and before[-1] not in SENTENCE_END) or ((not before or before[-1] == "\n") and word not in frequent)
+            )
             beside = (i > 0 and flagged[i - 1] and self._adjacent(text, matches[i - 1], matches[i])) or (
                 i + 1 < len(matches) and flagged[i + 1] and self._adjacent(text, matches[i], matches[i + 1])
             )
