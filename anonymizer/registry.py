@@ -169,8 +169,8 @@ class DetectorRegistry:
 
 def record_detectors(rules_dir: Path, name_threshold: float, date_pattern: regex.Pattern[str]) -> list[Detector]:
     """The detectors of the patient's own record: names (and relatives') with their spelling
-    variants, then its IDs, phones, dates and address parts.  The run, ``audit leaks`` and the
-    surrogate replacer's leak check all use these."""
+    variants and nicknames, then its IDs, phones, dates and addresses (whole, and in parts).  The
+    run, ``audit leaks`` and the surrogate replacer's leak check all use these."""
     return [*RecordNames.pair(rules_dir, name_threshold), RecordValues(date_pattern=date_pattern)]
 
 
@@ -212,7 +212,7 @@ def _svm(c: BuildContext) -> Any:
 DETECTORS = DetectorRegistry(
     [
         DetectorEntry(
-            "record", _record, "the patient's and relatives' names and spelling variants; the record's IDs, phones, dates, address parts"
+            "record", _record, "the patient's and relatives' names, variants and nicknames; the record's IDs, phones, dates, addresses"
         ),
         DetectorEntry("honorific", _honorific, "names after mr, mdm, dr, prof, ..."),
         DetectorEntry("regex", _regex, "IDs, phones, e-mail, URLs, dates, ages over 89 (rules/patterns.toml)"),
