@@ -285,7 +285,11 @@ def chunk_keys(text: str, tokens: Tokens) -> list[str]:
         return list(map(keys.__getitem__, k.tolist()))
     # a note that starts with a chunk starts it before any run of spaces
     first = 0 if text[:1].isspace() else 1
-    index = accumulate(map(space_runs, tokens.gaps[:-1]), initial=first - 1)
+    # the gaps repeat (" ", ", ", ...): a dictionary lookup each, space_runs only for a new one
+    runs = list(map(_space_runs.get, tokens.gaps[:-1]))
+    if None in runs:
+        runs = list(map(space_runs, tokens.gaps[:-1]))
+    index = accumulate(runs, initial=first - 1)
     keys = [key[:CHUNK_SHAPE] for key in text.encode("ascii").translate(SHAPE_KEYS).decode("ascii").split()]
     return list(map(keys.__getitem__, islice(index, 1, None)))
 

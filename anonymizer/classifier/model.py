@@ -61,6 +61,7 @@ HOLIDAYS = frozenset({
     "vesak", "passover", "yom", "kippur", "lunar",
 })
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
+NEG_INF = float("-inf")  # the score of a token the rules flagged
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
 # (text, start, end, category) -> whether a context exception drops text[start:end] (PatternDetector.excused)
@@ -351,10 +352,13 @@ class SvmDetector:
 
     def _flag(self, text: str, tokens: Tokens, rule_cats: list[str | None], values: list[float], cats: list[str]) -> NoteAnalysis:
         """Apply the threshold to one note's scores, then the per-note recall heuristics."""
-        flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
+        if any(c is not None and c.endswith(WEAK) for c in set(rule_cats)):  # a few distinct categories
+            flagged: list[str | None] = [None if c is None or c.endswith(WEAK) else c for c in rule_cats]
+        else:  # no weak category: the rules' categories as they are
+            flagged = list(rule_cats)
         spans: list[Span] = []
         values = weakest_part(text, tokens, rule_cats, values)
-        scores = [value if f is None else float("-inf") for value, f in zip(values, flagged)]
+        scores = [value if f is None else NEG_INF for value, f in zip(values, flagged)]
         threshold = self.threshold
         excused = _once_per_run(self.excused) if self.excused is not None else None
         runs: dict[int, tuple[int, int]] = {}
