@@ -546,7 +546,9 @@ def evaluate(
         False, "--lockbox", help="Cross-validate the tuning part; score the lockbox (ids divisible by 3) with a model trained on it."
     ),
     tuning: bool = typer.Option(False, "--tuning", help="Score the tuning part only (the lockbox's patients left out)."),
-    augment: int = typer.Option(0, "--augment", min=0, help="With --cv or --lockbox: also train on N surrogate copies of each note."),
+    augment: Optional[int] = typer.Option(
+        None, "--augment", min=0, help="With --cv or --lockbox: train also on N surrogate copies of each note (default 1)."
+    ),
 ) -> None:
     """Score rules alone, the classifier alone and their union against a gold standard, token by token."""
     from anonymizer.classifier.training import DEFAULT_THRESHOLD, TrainingOptions
@@ -565,7 +567,9 @@ def evaluate(
         pipeline = build_pipeline(DetectorsConfig(), gold.lists, classifier)
     except (ConfigError, CorpusError, OSError) as exc:
         raise fail(str(exc)) from None
-    options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold, augment=augment)
+    options = TrainingOptions(threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+    if augment is not None:
+        options = dataclasses.replace(options, augment=augment)
     try:
         report = run_evaluation(gold, pipeline, cv=cv, options=options, lockbox=lockbox)
     except ValueError as exc:
