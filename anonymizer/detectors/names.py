@@ -57,6 +57,14 @@ NICKNAME_CUE = regex.compile(
     rf"(?:also{_S}+)?known{_S}+as|aka|a\.k\.a\.?){_S}+[\"'“‘]?|\([\"'“‘]?(?=[^\W\d_]+[\"'”’]?\)))"
     r"(?P<name>[^\W\d_]{2,}(?:-[^\W\d_]+)*)"
 )
+# A line that opens with a word and a patient's state ("Benji c/o pain", "DOLLAH more alert today",
+# "rach seen with dtr"): the word is the patient, as nurses write them.  Taken when it is a form of
+# the record's given name (a listed nickname, its first three letters) or no English word at all.
+STATUS_SUBJECT = regex.compile(
+    rf"(?im)^{_S}*(?P<name>[^\W\d_]{{2,14}}){_S}+(?=(?:c/o|complain(?:s|ed|ing)?|more{_S}+alert|less{_S}+alert|seen{_S}+with|"
+    r"refused|feels|felt|slept|tolerated|ambulated|denies|denied|agreeable|comfortable|remains|cooperative|alert{_S}+and)\b)"
+)
+TITLES = frozenset("mdm mr mrs ms miss dr prof sn ssn rn en pt madam sir".split())  # a title opens a line, not a name
 
 
 class Nicknames:
@@ -198,6 +206,14 @@ class RecordNames:
         return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
+        spans = self._matched(text, record)
+        if self._field != "names" or "\n" not in text or not record.names:
+            return spans
+        tokens, exact, _, _, worded = self._index(record)
+        subjects = self._subjects(text, record, tokens, exact | worded)
+        return spans + [s for s in subjects if not any(t.start <= s.start < t.end for t in spans)] if subjects else spans
+
+    def _matched(self, text: str, record: PatientRecord) -> list[Span]:
         tokens, exact, variants, initials, worded = self._index(record)
         if not exact and variants is None:
             return []
@@ -219,6 +235,21 @@ class RecordNames:
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)
         return spans + self._called(text, spans, matches) if spans and self._field == "names" else spans
+
+    def _subjects(self, text: str, record: PatientRecord, tokens: Iterable[str], related: frozenset[str]) -> list[Span]:
+        """The word opening a line about the patient's state (STATUS_SUBJECT) where it is the
+        record's given name in another form: listed or shortened, any case, or no English word."""
+        given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
+        ordinary = self._nicknames.words if self._nicknames is not None else self._common
+        out = []
+        for m in STATUS_SUBJECT.finditer(text):
+            word = m["name"].casefold()
+            if word in TITLES or word in tokens:
+                continue
+            form = word in related or given.startswith(word) or (len(given) >= MIN_GIVEN and len(word) >= 3 and given.startswith(word[:3]))
+            if form or word not in ordinary:
+                out.append(Span(m.start("name"), m.end("name"), self._category, "record", "status_subject"))
+        return out
 
     def _ordinary_in_brackets(self, text: str, cue: regex.Match[str], one_word: bool) -> bool:
         """A bracket after a name holds a role, a kinship or a place as often as a nickname ("Tan
