@@ -58,8 +58,9 @@ NICKNAME_CUE = regex.compile(
     r"(?P<name>[^\W\d_]{2,}(?:-[^\W\d_]+)*)"
 )
 # A line that opens with a word and a patient's state ("Benji c/o pain", "DOLLAH more alert today",
-# "rach seen with dtr"): the word is the patient, as nurses write them.  Taken when it is a form of
-# the record's given name (a listed nickname, its first three letters) or no English word at all.
+# "rach seen with dtr"): the word is the patient, as nurses write them, when it is a form of the
+# record's given name (a listed nickname, its first letters).  Any other word there is left to the
+# classifier: a rule that took every unknown word would flag the surrogates of a released note.
 STATUS_SUBJECT = regex.compile(
     rf"(?im)^{_S}*(?P<name>[^\W\d_]{{2,14}}){_S}+(?=(?:c/o|complain(?:s|ed|ing)?|more{_S}+alert|less{_S}+alert|seen{_S}+with|"
     r"refused|feels|felt|slept|tolerated|ambulated|denies|denied|agreeable|comfortable|remains|cooperative|alert{_S}+and)\b)"
@@ -238,16 +239,15 @@ class RecordNames:
 
     def _subjects(self, text: str, record: PatientRecord, tokens: Iterable[str], related: frozenset[str]) -> list[Span]:
         """The word opening a line about the patient's state (STATUS_SUBJECT) where it is the
-        record's given name in another form: listed or shortened, any case, or no English word."""
+        record's given name in another form: listed or shortened, in any case."""
         given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
-        ordinary = self._nicknames.words if self._nicknames is not None else self._common
         out = []
         for m in STATUS_SUBJECT.finditer(text):
             word = m["name"].casefold()
             if word in TITLES or word in tokens:
                 continue
             form = word in related or given.startswith(word) or (len(given) >= MIN_GIVEN and len(word) >= 3 and given.startswith(word[:3]))
-            if form or word not in ordinary:
+            if form:
                 out.append(Span(m.start("name"), m.end("name"), self._category, "record", "status_subject"))
         return out
 
