@@ -73,20 +73,22 @@ def test_rules_classifier_union_rows():
     assert rows["union"].tp == 4 and rows["union"].fn == 1 and rows["union"].fp == 1
 
 
-def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(monkeypatch):
+def synthetic_corpus(notes: int) -> Corpus:
+    """The synthetic corpus of test_classifier.py, loaded by path (whatever pytest's import mode)."""
     import importlib.util
     from pathlib import Path
 
-    from anonymizer.classifier import crossval
-    from anonymizer.classifier.training import TrainingOptions, build_dataset
-
-    # the synthetic corpus of test_classifier.py, loaded by path (whatever pytest's import mode)
     spec = importlib.util.spec_from_file_location("_synthetic", Path(__file__).with_name("test_classifier.py"))
-    helper = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helper)
-    synthetic_corpus = helper.synthetic_corpus
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.synthetic_corpus(notes=notes)
 
-    dataset = build_dataset([synthetic_corpus(notes=40)])
+
+@pytest.fixture
+def trained_on(monkeypatch) -> list[set[str]]:
+    """The patients of each model cross-validation fits, in the order it fits them."""
+    from anonymizer.classifier import crossval
+
     seen: list[set[str]] = []
     real_fit = crossval.fit
 
@@ -95,6 +97,14 @@ def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(
         return real_fit(notes, options, lists)
 
     monkeypatch.setattr(crossval, "fit", spy)
+    return seen
+
+
+def test_cross_validation_never_scores_a_note_with_a_model_that_saw_its_patient(trained_on):
+    from anonymizer.classifier.training import TrainingOptions, build_dataset
+
+    dataset = build_dataset([synthetic_corpus(notes=40)])
+    seen = trained_on
     result = cross_validate(dataset, TrainingOptions(c=0.5), folds=4)
     assert len(seen) == 4
     for fold, patients in enumerate(seen):
@@ -119,27 +129,12 @@ def test_lockbox_split_is_by_patient_and_stable():
     assert len(tuning.notes) + len(box.notes) == len(notes)
 
 
-def test_lockbox_report_scores_the_lockbox_with_a_model_that_never_saw_it(monkeypatch):
-    import importlib.util
-    from pathlib import Path
-
-    from anonymizer.classifier import crossval
+def test_lockbox_report_scores_the_lockbox_with_a_model_that_never_saw_it(trained_on):
     from anonymizer.classifier.training import TrainingOptions
     from anonymizer.corpora import in_lockbox
     from anonymizer.evaluate import format_report, run_evaluation
 
-    spec = importlib.util.spec_from_file_location("_synthetic", Path(__file__).with_name("test_classifier.py"))
-    helper = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helper)
-    corpus = helper.synthetic_corpus(notes=48)
-    trained_on: list[set[str]] = []
-    real_fit = crossval.fit
-
-    def spy(notes, options, lists=None):
-        trained_on.append({n.note.patient_id for n in notes})
-        return real_fit(notes, options, lists)
-
-    monkeypatch.setattr(crossval, "fit", spy)
+    corpus = synthetic_corpus(notes=48)
     report = run_evaluation(corpus, cv=3, options=TrainingOptions(c=0.5), lockbox=True)
     assert len(trained_on) == 4  # three tuning folds, then the tuning part for the lockbox
     assert not any(in_lockbox(p) for patients in trained_on for p in patients)
