@@ -41,17 +41,24 @@ def test_eponyms_are_not_names(text: str, word: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "word"),
+    ("text", "word", "category"),
     [
-        ("Seen by Dr Foley today", "Foley"),  # a title before it: a person
-        ("Murphy called, updated", "Murphy"),  # an eponym that names nothing here
-        ("Glasgow trip last year", "Glasgow"),
-        ("Dr. Murphy's team reviewed", "Murphy"),  # 's without a disease, palsy, sign or syndrome
-        ("son Jackson visited", "Jackson"),  # only the compound Jackson-Pratt stands alone
+        ("Seen by Dr Foley today", "Foley", "DOCTOR"),  # a title before it: a person
+        ("Murphy called, updated", "Murphy", "RELATIVE"),  # an eponym that names nothing here
+        ("Glasgow trip last year", "Glasgow", "LOCATION"),
+        ("Dr. Murphy's team reviewed", "Murphy", "DOCTOR"),  # 's without a disease, palsy, sign or syndrome
+        ("son Jackson visited", "Jackson", "RELATIVE"),  # only the compound Jackson-Pratt stands alone
     ],
 )
-def test_names_that_are_also_eponyms_stay_names(text: str, word: str) -> None:
-    assert not judged(text, word)
+def test_names_that_are_also_eponyms_stay_names(text: str, word: str, category: str) -> None:
+    assert not judged(text, word, category)
+
+
+@pytest.mark.parametrize(("text", "word"), [("son and grandson visited", "grandson"), ("Daughter supportive", "supportive")])
+def test_ordinary_words_are_no_names(text: str, word: str) -> None:
+    """An English word that no name list holds is not a person's name, whatever the context says."""
+    assert judged(text, word)
+    assert not judged(text, word, "LOCATION")
 
 
 def test_the_veto_leaves_other_categories_alone() -> None:

@@ -102,6 +102,7 @@ JUDGED = [
     ("K 3.8, Hct 27.9", "3.8", True, "reading_shape"),
     ("K 3.8, Hct 27.9 on 7/22.93", "7/22.93", False, None),
     ("61/F with CAP", "61/F", True, "reading_shape"),
+    ("turned q 2-3 overnight", "2-3", True, "range"),
 ]
 
 

@@ -23,6 +23,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
+from anonymizer.vocabulary import ENGLISH, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -30,7 +31,6 @@ SPACE = r"[^\S\r\n]"
 ASCII_SPACE = r"[\t\x0b\x0c ]"
 GAP = regex.compile(SPACE + "+")
 VOWEL = re.compile("[aeiouy]")
-ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
@@ -241,10 +241,14 @@ class HonorificDetector:
         return token.dotted or token.word.isupper() or key not in self._stop or after_strong_title
 
     def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title_capitalised: bool) -> bool:
-        """Whether the word after a weak title ("ms", "general") is a name rather than a noun."""
+        """Whether the word after a weak title ("ms", "general") is a name rather than a noun: not
+        an English word that no name list holds ("MS clears", "ms improves"), or Capitalised after
+        a Capitalised title ("Ms Low")."""
         if key in honorific.not_before:
             return False
-        return key not in self._common or (title_capitalised and _capitalised(token.word))
+        if title_capitalised and _capitalised(token.word):
+            return True
+        return key not in self._common and not plain_word(key, rank=None)
 
 
 EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "stop_words"})

@@ -39,13 +39,13 @@ from rapidfuzz.distance import Levenshtein
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
+from anonymizer.vocabulary import CLASSIFIER_DATA
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
 ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
-CLASSIFIER_DATA = Path(__file__).resolve().parent.parent / "classifier" / "data"  # english.txt, first_names.txt
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
 MIN_GIVEN = 5  # a given name this long has short forms: "Desmond" is "Des", "Olivia" "Liv"
 LINE_RANK = 1500  # a nickname rarer than this in English is a name at a line's start too ("Matt more alert")

@@ -34,10 +34,10 @@ from typing import Iterable
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
+from anonymizer.vocabulary import ENGLISH
 
 logger = logging.getLogger(__name__)
 
-ENGLISH = Path(__file__).resolve().parent.parent / "classifier" / "data" / "english.txt"
 NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4

@@ -1,0 +1,56 @@
+"""Which words are names and which are ordinary English, for the detectors and the classifier alike.
+
+A word that the project's name lists do not hold and that English uses every day ("visited",
+"aunt", "clears") is not taken for a name where only the context suggests one: after a kinship
+word, beside a doctor's name, after a title that doubles as an abbreviation ("MS clears").  The
+lists: wordfreq's 30,000 most frequent English words (anonymizer/classifier/data/english.txt) and
+every name the project knows (:func:`name_words`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import regex
+
+from anonymizer.resources import data_dir, read_word_list
+
+CLASSIFIER_DATA = Path(__file__).resolve().parent / "classifier" / "data"  # english.txt, first_names.txt ...
+ENGLISH = CLASSIFIER_DATA / "english.txt"
+PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
+_TOKEN = regex.compile(r"[^\W_]+")
+
+
+@lru_cache(maxsize=1)
+def english_rank() -> dict[str, int]:
+    """Each English word's rank by frequency (0: the most frequent)."""
+    rank: dict[str, int] = {}
+    for position, word in enumerate(read_word_list(ENGLISH)):
+        rank.setdefault(word, position)
+    return rank
+
+
+@lru_cache(maxsize=1)
+def name_words() -> frozenset[str]:
+    """Every word of a name the project's lists hold, lower-cased: the classifier's first and last
+    names, rules/nicknames.txt, the surrogate names (Chinese, Malay, Indian and Western given names
+    and surnames) and the name connectors ("bin", "s/o")."""
+    rules = data_dir("rules")
+    lines = [
+        *read_word_list(CLASSIFIER_DATA / "first_names.txt"),
+        *read_word_list(CLASSIFIER_DATA / "last_names.txt"),
+        *read_word_list(rules / "nicknames.txt"),
+        *(line.split("\t")[-1] for line in read_word_list(rules / "surrogates" / "names.txt")),
+        *read_word_list(rules / "name_connectors.txt"),
+    ]
+    return frozenset(token.lower() for line in lines for token in _TOKEN.findall(line))
+
+
+def plain_word(word: str, rank: int | None = PLAIN_RANK) -> bool:
+    """Whether a lower-cased word is an ordinary English one (among the `rank` most frequent; None:
+    any of the list) that no name list holds: "visited", "aunt", "beer".  An initial is not a word."""
+    position = english_rank().get(word)
+    if position is None or (rank is not None and position >= rank):
+        return False
+    return len(word) > 1 and word.isalpha() and word not in name_words()

@@ -1,0 +1,28 @@
+"""Which words are names and which are ordinary English (anonymizer.vocabulary)."""
+
+from __future__ import annotations
+
+import pytest
+
+from anonymizer.vocabulary import english_rank, name_words, plain_word
+
+
+@pytest.mark.parametrize("word", ["visited", "aunt", "supportive", "grandson"])
+def test_ordinary_words(word: str) -> None:
+    assert plain_word(word)
+
+
+@pytest.mark.parametrize("word", ["hank", "bill", "tan", "soon", "bin", "siti", "smith"])
+def test_names_of_any_list_are_no_plain_words(word: str) -> None:
+    """First and last names, nicknames, surrogate names of every origin and name connectors."""
+    assert word in name_words()
+    assert not plain_word(word, rank=None)
+
+
+def test_initials_rare_words_and_numbers_are_no_plain_words() -> None:
+    assert not plain_word("a") and not plain_word("xqzv") and not plain_word("12")
+
+
+def test_rank_bounds_the_list() -> None:
+    rare = max((w for w in english_rank() if w.isalpha() and w not in name_words()), key=english_rank().get)
+    assert not plain_word(rare) and plain_word(rare, rank=None)
