@@ -49,7 +49,7 @@ def name_words() -> frozenset[str]:
 
 def plain_word(word: str, rank: int | None = PLAIN_RANK) -> bool:
     """Whether a lower-cased word is an ordinary English one (among the `rank` most frequent; None:
-    any of the list) that no name list holds: "visited", "aunt", "beer".  An initial is not a word."""
+    any of the list) that no name list holds: "visited", "aunt", "grandson".  An initial is not a word."""
     position = english_rank().get(word)
     if position is None or (rank is not None and position >= rank):
         return False

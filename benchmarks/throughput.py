@@ -34,10 +34,11 @@ import argparse
 import dataclasses
 import os
 import re
+import select
 import sqlite3
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -203,33 +204,38 @@ def _children(pid: int) -> list[str]:
 
 
 class MemorySampler:
-    """Peak of the summed RSS of this process and its children, sampled; and this process's VmHWM."""
+    """Peak of the summed RSS of this process and its children, sampled; and this process's VmHWM.
+
+    The sampling runs in a process of its own (this script with --sample-memory PID), not a thread:
+    a run started from a process without other threads forks its workers, as the command does, and
+    a thread here would make it spawn them, each worker building its pipeline anew."""
 
     def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
         self.peak_total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> "MemorySampler":
         try:
             Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
         except OSError:
             pass
-        self._thread.start()
+        command = [sys.executable, __file__, "--sample-memory", str(os.getpid()), "--interval", str(self.interval)]
+        self._sampler = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        out, _ = self._sampler.communicate("")  # closing its input stops it: it prints the peak
+        self.peak_total = int(out or 0)
         self.peak_main = _status("self", "VmHWM")
 
-    def _sample(self) -> None:
-        me = os.getpid()
-        while not self._stop.is_set():
-            total = _status(me, "VmRSS") + sum(_status(c, "VmRSS") for c in _children(me))
-            self.peak_total = max(self.peak_total, total)
-            self._stop.wait(self.interval)
+
+def sample_memory(pid: int, interval: float) -> None:
+    """Print the peak of the summed RSS (KiB) of `pid` and its children but this process, sampled
+    every `interval` seconds until standard input closes."""
+    me, peak = str(os.getpid()), 0
+    while not select.select([sys.stdin], [], [], interval)[0]:
+        peak = max(peak, _status(pid, "VmRSS") + sum(_status(c, "VmRSS") for c in _children(pid) if c != me))
+    print(peak)
 
 
 # --- where the time goes ---------------------------------------------------------------------
@@ -343,7 +349,11 @@ def main() -> None:
     parser.add_argument("--stages", type=int, metavar="STRIDE",
                         help="instead: CPU ms/note per stage (reading, each detector, classifier, union, writing), "
                              "one process, over every STRIDE-th batch")
+    parser.add_argument("--sample-memory", type=int, metavar="PID", help=argparse.SUPPRESS)  # MemorySampler's process
+    parser.add_argument("--interval", type=float, default=0.05, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sample_memory:
+        return sample_memory(args.sample_memory, args.interval)
 
     from anonymizer.classifier.model import DEFAULT_MODEL
     from anonymizer.run import run
