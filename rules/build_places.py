@@ -9,7 +9,7 @@ CC-BY 4.0); each file's header repeats this.  Entries are lower-cased, one a lin
 
 * ``cities.txt``: ``name<TAB>population`` (the largest town of that name); US towns from 1,000
   people, towns of the UK, Ireland, Canada, Australia, New Zealand and Singapore from 5,000, the
-  rest of the world from 15,000.  ``rules/places.toml`` sets the population a town needs.
+  rest of the world from 15,000; a planned town also without its "New Town" or "Estate".  ``rules/places.toml`` sets the population a town needs.
 * ``states.txt``: ``name<TAB>postal code`` of the US states (and the District of Columbia).
 * ``countries.txt``: the countries' names.
 * ``counties.txt``: US county names without "County" / "Parish".
@@ -26,6 +26,9 @@ US_MIN = 1_000
 ENGLISH_SPEAKING = ("GB", "IE", "CA", "AU", "NZ", "SG")
 ENGLISH_SPEAKING_MIN = 5_000
 WORLD_MIN = 15_000
+# GeoNames names a planned town by its estate ("Bedok New Town", "Clementi Housing Estate",
+# "Sembawang Estate"); notes write the name alone, which is listed too.
+SETTLEMENT_WORDS = (" new town", " housing estate", " estate")
 
 
 def _ascii(name: str) -> str:
@@ -59,7 +62,9 @@ def main() -> None:
         least = US_MIN if country == "US" else ENGLISH_SPEAKING_MIN if country in ENGLISH_SPEAKING else WORLD_MIN
         if people < least:
             continue
-        for name in {city["name"].lower().strip(), _ascii(city["name"])}:
+        names = {city["name"].lower().strip(), _ascii(city["name"])}
+        names |= {n.removesuffix(next(w for w in SETTLEMENT_WORDS if n.endswith(w))) for n in names if n.endswith(SETTLEMENT_WORDS)}
+        for name in names:
             if len(name) >= 3 and name.replace(" ", "").replace("-", "").replace("'", "").replace(".", "").isalpha():
                 population[name] = max(population.get(name, 0), people)
     _write(

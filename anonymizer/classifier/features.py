@@ -246,7 +246,9 @@ class Tokens:
         pieces = (ASCII_SPLIT if text.isascii() else SPLIT).split(text)  # no match objects: half the time of finditer
         offsets = list(accumulate(map(len, pieces)))  # where each piece ends
         words = pieces[1::2]
-        return cls(offsets[0:-1:2], offsets[1::2], words, [w.lower() for w in words], pieces[0::2])
+        # lower-cased at once: a token holds no NUL (it is letters and digits), so the join splits back
+        lowers = "\0".join(words).lower().split("\0") if words else []
+        return cls(offsets[0:-1:2], offsets[1::2], words, lowers, pieces[0::2])
 
     def __len__(self) -> int:
         return len(self.words)
