@@ -533,6 +533,49 @@ def audit_estimate(
     print(json.dumps(found.as_dict()) if as_json else format_estimate(found))
 
 
+@app.command()
+def review(
+    config: Optional[Path] = ConfigOption,
+    sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Review a random sample of N notes (with --seed)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The sample's seed: the same seed, the same notes as audit sample."),
+    notes: Optional[Path] = typer.Option(None, "--notes", help="Review the notes whose ids this file lists, one a line."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port to listen on (default: a free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a loopback address unless --allow-remote)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Listen on a non-loopback --host: the page shows PHI."),
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="The name marks carry until a reviewer gives theirs (default: you)."),
+    evaluation: Optional[Path] = typer.Option(
+        None, "--evaluation", help="A report of anonymizer evaluate --cv K --json F: the dashboard draws its threshold curve."
+    ),
+) -> None:
+    """Serve the review page on this machine (it shows PHI): mark missed and wrong spans, see the run's
+    dashboard and the release estimate. Without --sample or --notes, the notes reviewed so far."""
+    from anonymizer.review.marks import file_queue, resumed_queue, sample_queue
+
+    if (sample is None) != (seed is None):
+        raise fail("--sample and --seed go together")
+    if sample is not None and notes is not None:
+        raise fail("--sample or --notes, not both")
+    try:
+        from anonymizer.review.app import make_server
+    except ImportError as exc:
+        raise fail(f"the review page needs the review extra ({exc.name} is missing): pip install 'anonymizer[review]'") from None
+    try:
+        cfg, target = _target(config)
+        queue = sample_queue(target, sample, seed) if sample is not None else file_queue(target, notes) if notes else resumed_queue(target)
+        report = json.loads(read_text_file(evaluation, "--evaluation")) if evaluation else None
+        server, sock, url = make_server(cfg, target, queue, host=host, port=port, allow_remote=allow_remote, reviewer=reviewer,
+                                        evaluation=report if isinstance(report, dict) else None)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "review failed"))) from None
+    except ValueError:
+        raise fail(f"--evaluation: {evaluation} is not a JSON report") from None
+    err.print(f"reviewing {queue.description}. The page shows PHI: open it on this machine only. Ctrl+C stops it.", highlight=False)
+    print(url, flush=True)
+    server.run(sockets=[sock])
+
+
 @app.command("rules")
 def rules_command(
     config: Optional[Path] = ConfigOption,
