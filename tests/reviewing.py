@@ -24,12 +24,13 @@ EMOJI_NOTE = dict(note_id=16, patient_id=2, body="🙂 Ravi seen with wife Priya
 NOTES_HERE = [*NOTES, SCRIPT_NOTE, EMOJI_NOTE]
 
 
-def hospital(tmp: Path) -> Path:
-    """The anonymized hospital's configuration file."""
+def hospital(tmp: Path, classifier: bool = False) -> Path:
+    """The anonymized hospital's configuration file (`classifier`: with the shipped model on)."""
     source, target = tmp / "hospital.db", tmp / "target.db"
     create_hospital(f"sqlite:///{source}", notes=NOTES_HERE)
     config = tmp / "anonymizer.toml"
-    config.write_text(CONFIG.format(source=source, target=target))
+    text = CONFIG.format(source=source, target=target)
+    config.write_text(text.replace("enabled = false", "enabled = true") if classifier else text)
     run(load_config(config))
     return config
 

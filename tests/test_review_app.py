@@ -20,7 +20,7 @@ from tests.servers import query  # noqa: E402
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    running = Server(hospital(tmp_path_factory.mktemp("review")), reviewer="ana")
+    running = Server(hospital(tmp_path_factory.mktemp("review"), classifier=True), reviewer="ana")
     yield running
     running.stop()
 
@@ -74,6 +74,7 @@ def test_a_note_is_text_whatever_it_holds(server, client):
     assert "<script>alert" not in page and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
     assert "&lt;b&gt;bold&lt;/b&gt; &amp;" in page
     assert "&#13;" in page  # a carriage return survives, so offsets in the page stay the note's
+    assert re.search(r'title="PATIENT: record:name; classifier score [+-]\d\.\d\d \(threshold -0\.65\)"', page)
     assert client.get(server.base + "/note?id=" + quote("../../etc"))[0] == 404
 
 
@@ -84,13 +85,14 @@ def test_marks_are_stored_with_the_reviewer_and_shown_again(server, client, capl
     start = text.index("Priya")
     body = {"note_id": "16", "start": start - 1, "end": start + 6, "category": "RELATIVE", "verdict": "missed"}  # spaces trimmed
     status, answer, _ = client.post(server.base + "/api/mark", body, csrf=csrf_of(page))
-    assert status == 200 and 'class="missed cat-RELATIVE"' in json.loads(answer)["html"]
+    shown = re.compile(r'class="[^"]*\bmissed\b[^"]*"[^>]*data-marks="\d+">Priya<')
+    assert status == 200 and shown.search(json.loads(answer)["html"])
     assert client.post(server.base + "/api/accept", {"note_id": "16"}, csrf=csrf_of(page))[0] == 200
     rows = query(server.target.engine.url.render_as_string(hide_password=False),
                  "SELECT start, \"end\", category, verdict, reviewer FROM review_spans WHERE note_id = '16' AND verdict = 'missed'")
     assert rows == [(start, start + 5, "RELATIVE", "missed", "ana")]
     again = client.get(server.base + "/note?id=16")[1]
-    assert 'class="missed cat-RELATIVE"' in again and "Reviewed by ana" in again
+    assert shown.search(again) and "Reviewed by ana" in again
     assert "1 of 7 reviewed" in client.get(server.base + "/")[1]
     bad = dict(body, start=0, end=999)
     assert client.post(server.base + "/api/mark", bad, csrf=csrf_of(page))[0] == 400

@@ -254,7 +254,10 @@ class Review:
         tokens, scored = self.classifier.score_tokens(note.text, record, rule_spans=self.rule_spans(note.text, record))
         out = []
         for start, end, *_ in spans:
-            inside = [score for s, e, (score, _) in zip(tokens.starts, tokens.ends, scored) if s < end and e > start]
+            k, inside = bisect_right(tokens.ends, start), []  # from the first token ending after the span's start
+            while k < len(scored) and tokens.starts[k] < end:
+                inside.append(scored[k][0])
+                k += 1
             out.append(f"; classifier score {max(inside):+.2f} (threshold {self.threshold:+.2f})" if inside else "")
         return out
 
