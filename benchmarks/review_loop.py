@@ -123,21 +123,21 @@ def retrain(args: argparse.Namespace) -> None:
             counts = held_out(dataset, splits, options, pipeline.rule_spans, pipeline.excused).counts("union")
             return {"row": counts.row(), "categories": counts.categories()}
 
-        results = {"before (no review)": figures([(base, scored(range(len(gold.notes))))])}
+        results = {"before": figures([(base, scored(range(len(gold.notes))))])}
         for size in args.sizes:
             splits = [(base + [at[i] for i in samples[size][f]], scored(test)) for f, (_, test) in enumerate(folds)]
-            results[f"after, {size} reviewed notes per fold"] = figures(splits)
+            results[f"after {size}"] = figures(splits)
             print(f"trained and scored with {size} reviewed notes per fold", flush=True)
-        print(f"\n{'union, 5 folds by patient':40} {'recall':>7} {'precision':>9} {'phrase R':>8} {'FN':>5} {'FP':>5}")
+        print("\nunion, 5 folds by patient ('after N': N reviewed notes of the other folds' patients added to training)")
+        print(f"{'':10} {'recall':>7} {'precision':>9} {'phrase R':>8} {'FN':>5} {'FP':>5}")
         for name, r in results.items():
             row = r["row"]
-            print(f"{name:40} {row['recall']:7.4f} {row['precision']:9.4f} {row['phrase_recall']:8.4f} {row['fn']:5d} {row['fp']:5d}")
-        print("\nrecall per category (gold tokens):")
-        names = list(results)
-        print(f"{'category':10} {'tokens':>7} " + " ".join(f"{n.split(',')[0][:14]:>14}" for n in names))
-        for category, first_row in results[names[0]]["categories"].items():
+            print(f"{name:10} {row['recall']:7.4f} {row['precision']:9.4f} {row['phrase_recall']:8.4f} {row['fn']:5d} {row['fp']:5d}")
+        print("\nrecall per category:")
+        print(f"{'category':10} {'tokens':>7} " + " ".join(f"{name:>10}" for name in results))
+        for category, first_row in results["before"]["categories"].items():
             if first_row["gold_tokens"]:
-                cells = " ".join(f"{results[n]['categories'][category]['recall']:14.4f}" for n in names)
+                cells = " ".join(f"{r['categories'][category]['recall']:10.4f}" for r in results.values())
                 print(f"{category:10} {first_row['gold_tokens']:7d} {cells}")
 
 
@@ -219,7 +219,7 @@ def screenshots(args: argparse.Namespace) -> None:
             page.goto(url)
             page.goto(f"{base}/note?id={shown}")
             page.locator("#source .det").nth(1).click()  # its explanation, and what a reviewer can do with it
-            page.screenshot(path=str(args.out / "review-note.png"))
+            page.screenshot(path=str(args.out / "review-note.png"), full_page=True)
             page.goto(f"{base}/dashboard")
             page.screenshot(path=str(args.out / "review-dashboard.png"), full_page=True)
             browser.close()

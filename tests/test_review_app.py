@@ -141,3 +141,21 @@ def test_segments_cut_at_every_detection_and_mark():
     assert "".join(s.text for s in cut) == text
     assert [(s.start, s.classes) for s in cut] == [(0, ""), (3, "det cat-PATIENT wrong"), (8, ""), (13, "missed cat-RELATIVE")]
     assert cut[1].title == "PATIENT: record:name\nnot PHI, marked by ana" and cut[3].marks == "1"
+
+
+def test_the_review_command_refuses_a_remote_address_and_half_a_sample(server, tmp_path):
+    from typer.testing import CliRunner
+
+    from anonymizer.cli import app
+    from tests.reviewing import hospital
+
+    config = str(hospital(tmp_path))
+    runner = CliRunner()
+    result = runner.invoke(app, ["review", "--config", config, "--host", "0.0.0.0", "--sample", "3", "--seed", "1"])
+    assert result.exit_code == 2 and "not a loopback address and the page shows PHI" in result.stderr
+    assert runner.invoke(app, ["review", "--config", config, "--sample", "3"]).exit_code == 2
+    result = runner.invoke(app, ["review", "--config", config])
+    assert result.exit_code == 2 and "no review in the target yet" in result.stderr
+    (tmp_path / "ids.txt").write_text("10\nnope\n")
+    result = runner.invoke(app, ["review", "--config", config, "--notes", str(tmp_path / "ids.txt")])
+    assert result.exit_code == 2 and "1 id(s)" in result.stderr

@@ -129,8 +129,9 @@ def test_mark_missed_by_selecting_and_wrong_by_clicking_then_reload(page, server
     page.keyboard.press("u")  # undo: the latest mark goes
     page.wait_for_selector("#source .wrong", state="detached")
     assert [r[3] for r in rows(server, "16")] == ["missed"]
-    page.keyboard.press("a")  # accept, and on to the next note
-    page.wait_for_url("**/note?id=*")
+    page.keyboard.press("a")  # accept, and on to the next note (the last one: back to the queue)
+    page.wait_for_url(lambda url: "id=16" not in url)
+    assert page.locator("#progress").inner_text() == "1 of 7 reviewed"
     url = server.target.engine.url.render_as_string(hide_password=False)
     assert query(url, "SELECT reviewer FROM review_notes WHERE note_id = '16'") == [("ana",)]
     assert not page.dialogs
@@ -143,7 +144,7 @@ def test_a_script_in_a_note_is_shown_as_text(page, server):
     source = page.locator("#source")
     assert source.inner_text().startswith("<script>alert('x')</script> <b>bold</b> &")
     assert source.locator("script, b").count() == 0
-    assert "<script>" in page.locator("#released").inner_text() or SCRIPT_NOTE["body"][:8] in page.locator("#released").inner_text()
+    assert page.locator("#released").inner_text().startswith(SCRIPT_NOTE["body"][:28])
     assert not page.dialogs
 
 

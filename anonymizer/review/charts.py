@@ -69,8 +69,10 @@ def curve(points: Sequence[dict], threshold: float | None, width: int = 560, hei
         said = f'threshold {p["threshold"]:.2f}: recall {p["union_recall"]:.4f}, precision {p["union_precision"]:.4f}'
         kind, radius = ("chosen", 6) if chosen else ("point", 3)
         parts.append(f'<circle class="{kind}" cx="{x:.1f}" cy="{y:.1f}" r="{radius}"><title>{said}</title></circle>')
-        if chosen:
-            parts.append(f'<text class="note" x="{x + 9:.1f}" y="{y - 8:.1f}">threshold {p["threshold"]:.2f}</text>')
+        if chosen:  # its label on the side with room
+            left = x > pad + inner_w * 0.7
+            anchor = f'x="{x - 9:.1f}" text-anchor="end"' if left else f'x="{x + 9:.1f}"'
+            parts.append(f'<text class="note" {anchor} y="{y - 8:.1f}">threshold {p["threshold"]:.2f}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
