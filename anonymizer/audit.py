@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,16 +223,10 @@ def leaks(config: Config, target: Target, batch_size: int = 500) -> LeakScan:
     return LeakScan(config, target, batch_size)
 
 
-def sample_ids(conn: sa.Connection, target: Target, n: int, seed: int) -> list[str]:
-    """The ids of a reproducible random sample of `n` anonymized notes (all of them when fewer)."""
-    ids = sorted(conn.execute(sa.select(target.notes.c.note_id)).scalars())
-    return sorted(random.Random(seed).sample(ids, min(n, len(ids))))
-
-
 def sample(config: Config, target: Target, n: int, seed: int) -> list[dict]:
     """A reproducible random sample of anonymized notes, as records a reviewer can mark up."""
     with target.engine.connect() as conn:
-        chosen = sample_ids(conn, target, n, seed)
+        chosen = marks.sample_ids(conn, target, n, seed)
         spans: dict[str, list[dict]] = {note_id: [] for note_id in chosen}
         s = target.spans
         for note_id, start, end, category, detectors in conn.execute(

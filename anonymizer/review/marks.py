@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import random
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,10 +212,15 @@ class Queue:
     description: str
 
 
+def sample_ids(conn: sa.Connection, target: Target, n: int, seed: int) -> list[str]:
+    """The ids of a reproducible random sample of `n` anonymized notes (all of them when fewer),
+    as `anonymizer audit sample` and `anonymizer review --sample` take it."""
+    ids = sorted(conn.execute(sa.select(target.notes.c.note_id)).scalars())
+    return sorted(random.Random(seed).sample(ids, min(n, len(ids))))
+
+
 def sample_queue(target: Target, n: int, seed: int) -> Queue:
     """The random sample `anonymizer audit sample --n N --seed S` takes: the same notes."""
-    from anonymizer.audit import sample_ids
-
     with target.engine.connect() as conn:
         ids = sample_ids(conn, target, n, seed)
     return Queue(tuple(ids), True, f"a random sample of {len(ids)} notes (seed {seed})")
