@@ -6,9 +6,8 @@ operator's tools on the secure side and the CLI prints PHI only when those are a
 
 from __future__ import annotations
 
-import datetime as dt
+import getpass
 import json
-import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from anonymizer.detectors.patterns import PatternDetector
 from anonymizer.normalize import normalize
 from anonymizer.registry import record_detectors
 from anonymizer.resources import data_dir
+from anonymizer.review import marks
 from anonymizer.settings import ConfigError, DetectorsConfig, read_text_file
 from anonymizer.source import Source
 from anonymizer.spans import CATEGORIES
@@ -226,8 +226,7 @@ def leaks(config: Config, target: Target, batch_size: int = 500) -> LeakScan:
 def sample(config: Config, target: Target, n: int, seed: int) -> list[dict]:
     """A reproducible random sample of anonymized notes, as records a reviewer can mark up."""
     with target.engine.connect() as conn:
-        ids = sorted(conn.execute(sa.select(target.notes.c.note_id)).scalars())
-        chosen = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
+        chosen = marks.sample_ids(conn, target, n, seed)
         spans: dict[str, list[dict]] = {note_id: [] for note_id in chosen}
         s = target.spans
         for note_id, start, end, category, detectors in conn.execute(
@@ -244,27 +243,83 @@ def sample(config: Config, target: Target, n: int, seed: int) -> list[dict]:
     ]
 
 
-def import_review(target: Target, path: Path) -> Counter[str]:
-    """Store the spans a reviewer marked as `missed` or `wrong` in a sample file; returns counts."""
-    rows = []
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    for number, line in enumerate(read_text_file(path, "review file").splitlines(), 1):
-        if not line.strip():
-            continue
+@dataclass(frozen=True)
+class ReviewLine:
+    """One note of a reviewed sample file: its marks as (start, end, category, verdict)."""
+
+    note_id: str
+    text: str
+    reviewer: str | None
+    sampled: bool
+    spans: tuple[tuple[int, int, str, str], ...]
+
+
+def read_review_line(line: str) -> ReviewLine:
+    """One line of a reviewed sample; a span is given by offsets or by its text (every occurrence).
+
+    ValueError (one line, no note text) for what is not a review line."""
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError:
+        raise ValueError("not JSON") from None
+    if not isinstance(item, dict):
+        raise ValueError("not a JSON object")
+    if "note_id" not in item or not isinstance(item.get("text"), str):
+        raise ValueError("a review line needs note_id and text")
+    text, spans = item["text"], []
+    detections = {(d.get("start"), d.get("end")): d.get("category") for d in item.get("detections") or [] if isinstance(d, dict)}
+    for verdict in ("missed", "wrong", "category"):
+        for span in item.get(verdict) or []:
+            if not isinstance(span, dict):
+                raise ValueError(f"a {verdict} span is not an object")
+            for start, end in _offsets(span, text, verdict):
+                category = span.get("category") or detections.get((start, end)) or ("NAME" if verdict != "category" else None)
+                if category not in CATEGORIES:
+                    raise ValueError(f"a {verdict} span without a known category")
+                if not 0 <= start < end <= len(text):
+                    raise ValueError(f"a {verdict} span {start}-{end} outside the note")
+                spans.append((start, end, category, verdict))
+    reviewer = item.get("reviewer")
+    return ReviewLine(str(item["note_id"]), text, str(reviewer) if reviewer else None, bool(item.get("sampled", True)), tuple(spans))
+
+
+def _offsets(span: dict, text: str, verdict: str) -> list[tuple[int, int]]:
+    if "start" in span and "end" in span:
         try:
-            item = json.loads(line)
-            if not isinstance(item, dict):
-                raise TypeError("not an object")
-            for verdict in ("missed", "wrong"):
-                for span in item.get(verdict, []):
-                    start, end, category = int(span["start"]), int(span["end"]), span.get("category", "NAME")
-                    if not 0 <= start < end <= len(item["text"]) or category not in CATEGORIES:
-                        raise ValueError("span out of the note or unknown category")
-                    rows.append(dict(note_id=str(item["note_id"]), start=start, end=end, category=category,
-                                     verdict=verdict, imported_at=now))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{number}: not a review line ({type(exc).__name__})") from None
-    with target.engine.begin() as conn:
-        if rows:
-            conn.execute(target.review.insert(), rows)
-    return Counter(r["verdict"] for r in rows)
+            return [(int(span["start"]), int(span["end"]))]
+        except (TypeError, ValueError):
+            raise ValueError(f"a {verdict} span's start and end are not numbers") from None
+    words = span.get("text")
+    if not isinstance(words, str) or not words:
+        raise ValueError(f"a {verdict} span needs start and end, or text")
+    found = [m.start() for m in regex.finditer(regex.escape(words), text)]
+    if not found:
+        raise ValueError(f"a {verdict} span's text is not in the note")
+    return [(start, start + len(words)) for start in found]
+
+
+def import_review(target: Target, path: Path, reviewer: str | None = None) -> Counter[str]:
+    """Store a reviewed sample file: each line's marks, and the line as the note's finished review.
+
+    The reviewer is `reviewer`, else the line's "reviewer", else the user running the command.
+    Importing a file again stores nothing twice; returns the counts of marks per verdict and of
+    those new ("new")."""
+    lines = []
+    for number, line in enumerate(read_text_file(path, "review file").splitlines(), 1):
+        if line.strip():
+            try:
+                lines.append(read_review_line(line))
+            except ValueError as exc:
+                raise ConfigError(f"{path}:{number}: not a review line ({exc})") from None
+    known = marks.run_ids(target, [line.note_id for line in lines])
+    for line in lines:
+        if line.note_id not in known:
+            raise ConfigError(f"{path}: note {line.note_id!r} is not among the target's anonymized notes")
+    counts: Counter[str] = Counter()
+    for line in lines:
+        who = marks.check_reviewer(reviewer or line.reviewer or getpass.getuser())
+        for start, end, category, verdict in line.spans:
+            _, created = marks.add_mark(target, line.note_id, start, end, category, verdict, who, len(line.text))
+            counts.update([verdict] + ["new"] * created)
+        marks.accept(target, line.note_id, who, line.text, line.sampled)
+    return counts

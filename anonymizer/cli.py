@@ -497,17 +497,83 @@ def private_file(path: Path, force: bool) -> TextIO:
 
 
 @audit_app.command("import-review")
-def audit_import_review(file: Path, config: Optional[Path] = ConfigOption) -> None:
-    """Store the missed and wrongly removed spans of a reviewed sample file."""
+def audit_import_review(
+    file: Path,
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="Who reviewed (default: each line's \"reviewer\", else you)."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Store the missed and wrongly removed spans of a reviewed sample file; each line is a finished review."""
     try:
         if not file.is_file():
             raise ConfigError(f"file not found: {file}")
-        counts = audit.import_review(_target(config)[1], file)
+        counts = audit.import_review(_target(config)[1], file, reviewer)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:
         raise fail(str(database_error(exc, "audit failed"))) from None
-    out.print(f"imported {counts['missed']} missed and {counts['wrong']} wrong span(s)")
+    out.print(f"imported {counts['missed']} missed, {counts['wrong']} wrong and {counts['category']} recategorised span(s)"
+              f" ({counts['new']} new)", highlight=False)
+
+
+@audit_app.command("estimate")
+def audit_estimate(
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Estimate the PHI left in the release from the reviewed random sample: recall with its 95% interval."""
+    from anonymizer.review.estimate import format_estimate, release_estimate
+
+    try:
+        cfg, target = _target(config)
+        found, _ = release_estimate(cfg, target)
+    except (ConfigError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "audit failed"))) from None
+    print(json.dumps(found.as_dict()) if as_json else format_estimate(found))
+
+
+@app.command()
+def review(
+    config: Optional[Path] = ConfigOption,
+    sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Review a random sample of N notes (with --seed)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The sample's seed: the same seed, the same notes as audit sample."),
+    notes: Optional[Path] = typer.Option(None, "--notes", help="Review the notes whose ids this file lists, one a line."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port to listen on (default: a free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (a loopback address unless --allow-remote)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Listen on a non-loopback --host: the page shows PHI."),
+    reviewer: Optional[str] = typer.Option(None, "--reviewer", help="The name marks carry until a reviewer gives theirs (default: you)."),
+    evaluation: Optional[Path] = typer.Option(
+        None, "--evaluation", help="A report of anonymizer evaluate --cv K --json F: the dashboard draws its threshold curve."
+    ),
+) -> None:
+    """Serve the review page on this machine (it shows PHI): mark missed and wrong spans, see the run's
+    dashboard and the release estimate. Without --sample or --notes, the notes reviewed so far."""
+    from anonymizer.review.marks import file_queue, resumed_queue, sample_queue
+
+    if (sample is None) != (seed is None):
+        raise fail("--sample and --seed go together")
+    if sample is not None and notes is not None:
+        raise fail("--sample or --notes, not both")
+    try:
+        from anonymizer.review.app import make_server
+    except ImportError as exc:
+        raise fail(f"the review page needs the review extra ({exc.name} is missing): pip install 'anonymizer[review]'") from None
+    try:
+        cfg, target = _target(config)
+        queue = sample_queue(target, sample, seed) if sample is not None else file_queue(target, notes) if notes else resumed_queue(target)
+        report = json.loads(read_text_file(evaluation, "--evaluation")) if evaluation else None
+        server, sock, url = make_server(cfg, target, queue, host=host, port=port, allow_remote=allow_remote, reviewer=reviewer,
+                                        evaluation=report if isinstance(report, dict) else None)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "review failed"))) from None
+    except ValueError:
+        raise fail(f"--evaluation: {evaluation} is not a JSON report") from None
+    err.print(f"reviewing {queue.description}. The page shows PHI: open it on this machine only. Ctrl+C stops it.", highlight=False)
+    print(url, flush=True)
+    server.run(sockets=[sock])
 
 
 @app.command("rules")
@@ -582,10 +648,24 @@ def evaluate(
         json_out.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def _reviewed_corpus(config: Path):
+    """The reviewed notes of a configuration's target, as a training corpus (one line when there are none)."""
+    from anonymizer.review.gold import reviewed_corpus
+
+    cfg, target = _target(config)
+    corpus = reviewed_corpus(cfg, target, name=f"reviews of {config}")
+    if not corpus.notes:
+        raise ConfigError(f"--reviews {config}: no reviewed note in its target (anonymizer review, or audit import-review)")
+    return corpus
+
+
 @app.command()
 def train(
-    corpora: list[Path] = typer.Argument(..., help="Annotated corpora: PhysioNet-format folders or gold .jsonl files."),
+    corpora: Optional[list[Path]] = typer.Argument(None, help="Annotated corpora: PhysioNet-format folders or gold .jsonl files."),
     out_model: Path = typer.Option(..., "--out", help="Where to write the model (.json.gz)."),
+    reviews: Optional[list[Path]] = typer.Option(
+        None, "--reviews", help="A configuration whose target holds reviewed notes (anonymizer review): train on them too."
+    ),
     cv: int = typer.Option(0, "--cv", min=0, help="Also cross-validate, folds grouped by patient."),
     c: Optional[float] = typer.Option(None, "--c", help="SVM regularisation (default: the tuned one)."),
     threshold: Optional[float] = typer.Option(None, help="Decision threshold stored with the model."),
@@ -603,10 +683,14 @@ def train(
 
     if mode not in ("multiclass", "binary"):
         raise fail("--mode: multiclass or binary")
+    if not corpora and not reviews:
+        raise fail("give an annotated corpus, --reviews CONFIG, or both")
     try:
-        loaded = [load_corpus(path) for path in corpora]
-    except (CorpusError, OSError) as exc:
+        loaded = [load_corpus(path) for path in corpora or []] + [_reviewed_corpus(path) for path in reviews or []]
+    except (CorpusError, ConfigError, OSError) as exc:
         raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "reading the reviews failed"))) from None
     options = TrainingOptions(mode=mode)
     options = dataclasses.replace(options, **{k: v for k, v in (("c", c), ("threshold", threshold), ("augment", augment)) if v is not None})
     command = "anonymizer train " + " ".join(shlex.quote(a) for a in sys.argv[2:])

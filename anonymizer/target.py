@@ -30,7 +30,7 @@ from anonymizer.source import DBAPIError, connect, database_error, sqlite_file
 
 log = logging.getLogger(__name__)
 
-TABLES = ("runs", "anonymized_notes", "phi_spans", "failures", "patient_digests", "review_spans")
+TABLES = ("runs", "anonymized_notes", "phi_spans", "failures", "patient_digests", "review_spans", "review_notes")
 VERSION_TABLE = "anonymizer_alembic_version"  # as migrations/env.py names it
 LOCKED = "target.url: another anonymizer run holds the target's lock"
 
@@ -243,7 +243,7 @@ class Target:
                               "restore them or write a new target")
         metadata = sa.MetaData()
         metadata.reflect(self.engine, only=TABLES)
-        self.runs, self.notes, self.spans, self.failures, self.patient_digests, self.review = (
+        self.runs, self.notes, self.spans, self.failures, self.patient_digests, self.review, self.review_notes = (
             metadata.tables[t] for t in TABLES
         )
 

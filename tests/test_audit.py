@@ -88,7 +88,7 @@ def test_sample_is_reproducible_and_review_imports(done, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('{"note_id": 1, "text": "ab"}\n[1, 2]\n'.encode(), "b.jsonl:2: not a review line (TypeError)"),
+        ('{"note_id": 1, "text": "ab"}\n[1, 2]\n'.encode(), "b.jsonl:2: not a review line (not a JSON object)"),
         ('{"note_id": 1, "text": "Jos\u00e9"}\n'.encode("latin-1"), "b.jsonl: line 1 is not UTF-8 text"),
     ],
     ids=["not-an-object", "latin-1"],
