@@ -9,7 +9,8 @@ CC-BY 4.0); each file's header repeats this.  Entries are lower-cased, one a lin
 
 * ``cities.txt``: ``name<TAB>population`` (the largest town of that name); US towns from 1,000
   people, towns of the UK, Ireland, Canada, Australia, New Zealand and Singapore from 5,000, the
-  rest of the world from 15,000; a planned town also without its "New Town" or "Estate".  ``rules/places.toml`` sets the population a town needs.
+  rest of the world from 15,000; a planned town also without its "New Town" or "Estate".
+  ``rules/places.toml`` sets the population a town needs.
 * ``states.txt``: ``name<TAB>postal code`` of the US states (and the District of Columbia).
 * ``countries.txt``: the countries' names.
 * ``counties.txt``: US county names without "County" / "Parish".
