@@ -114,7 +114,7 @@ class DatabaseError(ConfigError):
 # '...'", PostgreSQL 'input syntax for type integer: "x"'); only the tool's own names are kept.
 _QUOTED = regex.compile(r"""'[^'\n]*'|"[^"\n]*"|`[^`\n]*`""")
 _OWN_NAMES = regex.compile(
-    r"(anonymizer_alembic_version|runs|anonymized_notes|phi_spans|failures|patient_digests|review_spans"
+    r"(anonymizer_alembic_version|runs|anonymized_notes|phi_spans|failures|patient_digests|review_spans|review_notes"
     r"|note_id|patient_id|text|run_id|source_digest|reason|status|PRIMARY|UTF8|ix_\w+)(_pkey|_\w+_check|_\w+_fkey)?"
 )
 # Errors whose text the server writes itself (connection, authentication, privileges, missing

@@ -162,7 +162,7 @@ DATE_SAMPLES = {
     "date_ymd_name": ["2019 Mar 3", "2019-March-03"],
     "date_ydm_numeric": ["2019/15/03", "2019-28-2"],
     "date_ydm_name": ["2019 3 March", "2019-15-Jan"],
-    "date_dm_numeric": ["15/3", "15-03"],
+    "date_dm_numeric": ["15/3", "15/03"],
     "date_dm_name": ["3rd March", "14 April", "03-Mar"],
     "date_md_numeric": ["3/15"],
     "date_md_name": ["March 3rd", "Sept 14", "JAN 9"],
