@@ -23,7 +23,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, plain_word
+from anonymizer.vocabulary import ENGLISH, name_words, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -154,7 +154,7 @@ class HonorificDetector:
             strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
             if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
-            end = self._name_end(first, tokens, honorific, strong, _capitalised(title))
+            end = self._name_end(first, tokens, honorific, strong, title)
             if end is not None and first is not None:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
         return spans
@@ -184,7 +184,7 @@ class HonorificDetector:
             ):
                 return None
         honorific = self._honorifics[title.casefold()]
-        end = self._name_end(first, tokens, honorific, True, _capitalised(title))
+        end = self._name_end(first, tokens, honorific, True, title)
         return Span(first.start, end, honorific.category, self.name, honorific.name) if end is not None else None
 
     def _tokens(self, text: str, pos: int) -> Iterator[Token]:
@@ -203,7 +203,7 @@ class HonorificDetector:
             pos = gap.end()
 
     def _name_end(
-        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title_capitalised: bool
+        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title: str
     ) -> int | None:
         """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed by one."""
         end = None
@@ -224,7 +224,7 @@ class HonorificDetector:
             if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
-                taken = strong or self._looks_like_name(token, key, honorific, title_capitalised)
+                taken = strong or self._looks_like_name(token, key, honorific, title)
             else:
                 taken = _capitalised(token.word) or key not in self._common
             if not taken:
@@ -240,13 +240,16 @@ class HonorificDetector:
             return False
         return token.dotted or token.word.isupper() or key not in self._stop or after_strong_title
 
-    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title_capitalised: bool) -> bool:
-        """Whether the word after a weak title ("ms", "general") is a name rather than a noun: not
-        an English word that no name list holds ("MS clears", "ms improves"), or Capitalised after
-        a Capitalised title ("Ms Low")."""
+    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str) -> bool:
+        """Whether the word after a weak title ("ms", "general"), or after a title in capitals in
+        mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
+        title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
+        else neither a common word nor an English word that no name list holds ("MS clears")."""
         if key in honorific.not_before:
             return False
-        if title_capitalised and _capitalised(token.word):
+        if _capitalised(title) and _capitalised(token.word):
+            return True
+        if title.isupper() and token.word.isupper() and key in name_words():
             return True
         return key not in self._common and not plain_word(key, rank=None)
 
