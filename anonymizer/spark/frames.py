@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from anonymizer.config import Config, load_config
@@ -90,8 +90,7 @@ def patient_rows(
     sorted, each patient's row first; and the failure rows (RESULT_SCHEMA) of note ids that several
     source rows share.  `fold_spaces`: ids that differ only by trailing spaces are one (a
     MySQL/MariaDB target's keys)."""
-    spark = notes.sparkSession
-    parts = partitions or 4 * spark.sparkContext.defaultParallelism
+    parts = partitions or default_partitions(notes.sparkSession)
     n, p = config.notes, config.patients
     notes = notes.select(
         _key(n.id).alias("note_id"), _key(n.patient).alias("patient_id"), F.col(n.text).alias("text"),
@@ -136,6 +135,15 @@ def patient_rows(
         )
     )
     return rows.repartition(parts, "patient_id").sortWithinPartitions("patient_id", "kind", "_order").drop("kind", "_order"), duplicates
+
+
+def default_partitions(spark: SparkSession) -> int:
+    """4 partitions of patients per core Spark offers (or, without a SparkContext, as Spark
+    Connect has none, its shuffle partitions)."""
+    try:
+        return 4 * spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 - Spark Connect raises its own error class here
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
 def _key(column: str) -> Column:

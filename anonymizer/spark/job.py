@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from anonymizer.config import Config, lakehouse
 from anonymizer.run import _check_id_lengths
-from anonymizer.spark.frames import TABLES, anonymize_frames, patient_rows, tables, written
+from anonymizer.spark.frames import TABLES, anonymize_frames, default_partitions, patient_rows, tables, written
 from anonymizer.spark.tables import LakeTarget, SqlSource, local_jars, open_source, read_sql, worker_spec
 from anonymizer.spark.udf import RESULT_SCHEMA, SKIPPED, TALLY_SCHEMA, anonymize_partition, tally, write_partition
 from anonymizer.target import Target
@@ -68,7 +68,7 @@ def run(
     spark = spark or session(config, master)
     source = open_source(spark, config)
     spec = worker_spec(config, source, batch_size or config.run.batch_size)
-    parts = partitions or config.spark.partitions or 4 * spark.sparkContext.defaultParallelism
+    parts = partitions or config.spark.partitions or default_partitions(spark)
     notes, patients = source.notes(parts), source.patients(parts)
     if lakehouse(config.target.url):
         summary = _run_lake(spark, config, spec, notes, patients, parts)

@@ -280,4 +280,7 @@ class LakeTarget:
 
 def local_jars(config: Config) -> list[str]:
     """The JDBC driver jars to start Spark with: the configured ones, else Debian's where installed."""
+    for i, jar in enumerate(config.spark.jars):
+        if "://" not in jar and not Path(jar).is_file():
+            raise ConfigError(f"spark.jars[{i}]: file not found: {jar}")
     return list(config.spark.jars) or [jar for jar in DEBIAN_JARS if Path(jar).is_file()]
