@@ -93,37 +93,44 @@ def config_for(args: argparse.Namespace, target: Path):
 # --- measuring --------------------------------------------------------------------------------
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a live process and all its live descendants."""
+def tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a live process and its live descendants: the JVM, the processes below it
+    (Spark's Python workers), and the rest (this process; a pool's workers)."""
     ticks = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
+    stats: dict[int, tuple[str, float]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+                command, rest = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)
             except OSError:
                 continue
+            fields = rest.split()
             children.setdefault(int(fields[1]), []).append(int(name))
-            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
-    total, todo = 0.0, [pid]
+            stats[int(name)] = (command.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / ticks)
+    spent = {"driver": 0.0, "JVM": 0.0, "Python workers": 0.0}
+    todo = [(pid, "driver")]
     while todo:
-        p = todo.pop()
-        total += cpu.get(p, 0.0)
-        todo += children.get(p, [])
-    return total
+        p, kind = todo.pop()
+        command, cpu = stats.get(p, ("", 0.0))
+        kind = "JVM" if command == "java" else kind
+        spent[kind] += cpu
+        todo += [(c, "Python workers" if kind == "JVM" else kind) for c in children.get(p, [])]
+    return spent
 
 
 class Clock:
-    """Wall and process-tree CPU seconds of each step."""
+    """Wall and process-tree CPU seconds (in all, and by kind of process) of each step."""
 
     def __init__(self) -> None:
-        self.steps: dict[str, tuple[float, float]] = {}
+        self.steps: dict[str, tuple[float, float, dict[str, float]]] = {}
 
     def __call__(self, name: str, step):
-        started, cpu = time.perf_counter(), tree_cpu(os.getpid())
+        started, before = time.perf_counter(), tree_cpu(os.getpid())
         value = step()
-        self.steps[name] = (time.perf_counter() - started, tree_cpu(os.getpid()) - cpu)
+        after = tree_cpu(os.getpid())
+        spent = {kind: after[kind] - before[kind] for kind in after}
+        self.steps[name] = (time.perf_counter() - started, sum(spent.values()), spent)
         return value
 
 
@@ -133,10 +140,10 @@ def child_local(args: argparse.Namespace, workers: int) -> dict:
     clock = Clock()
     summary = clock("run", lambda: run(config_for(args, Path(args.target)), workers=workers))
     # The pool's workers have ended: their CPU is the children's.
-    wall, _ = clock.steps["run"]
+    wall = clock.steps["run"][0]
     usage = os.times()
-    return {"notes": summary.notes, "done": summary.done, "failed": summary.failed, "steps": {
-        "run": (wall, usage.user + usage.system + usage.children_user + usage.children_system)}}
+    cpu = usage.user + usage.system + usage.children_user + usage.children_system
+    return {"notes": summary.notes, "done": summary.done, "failed": summary.failed, "steps": {"run": (wall, cpu, {"all": cpu})}}
 
 
 def child_spark(args: argparse.Namespace, cores: int) -> dict:
@@ -250,15 +257,16 @@ def main() -> None:
         for name in args.only.split(","):
             result = measure(args, name, Path(tmp))
             # End to end as a user's command sees it: for Spark, the JVM's start and the run.
-            wall, cpu = (sum(x) for x in zip(*(v for k, v in result["steps"].items() if not k.startswith("("))))
+            wall, cpu = (sum(x) for x in zip(*(v[:2] for k, v in result["steps"].items() if not k.startswith("("))))
             engine = f"--workers {name[-1]}" if name.startswith("local") else f"--engine spark --master local[{name[-1]}]"
             rows.append((engine, result["notes"], wall, cpu))
             print(f"{engine:40} {result['notes']:,} notes ({result['failed']} failed) in {wall:.1f} s = {result['notes'] / wall:,.0f} "
                   f"notes/s; CPU {cpu:.1f} s = {result['notes'] / cpu:,.0f} notes per CPU-second; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
-            for step, (wall, cpu) in result["steps"].items():
+            for step, (wall, cpu, kinds) in result["steps"].items():
                 if step != "run":
-                    print(f"    {step:55} {wall:7.1f} s wall {cpu:7.1f} s CPU  ({wall / result['notes'] * 1000:.3f} ms/note)")
+                    split = ", ".join(f"{kind} {spent:.1f}" for kind, spent in kinds.items())
+                    print(f"    {step:52} {wall:6.1f} s wall {cpu:6.1f} s CPU ({split})")
         print("\n| engine | notes | seconds | notes/s | CPU seconds | notes per CPU-second |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
         for engine, notes, wall, cpu in rows:

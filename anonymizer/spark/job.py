@@ -67,23 +67,26 @@ def run(
     started = time.perf_counter()
     spark = spark or session(config, master)
     source = open_source(spark, config)
-    spec = worker_spec(config, source, batch_size or config.run.batch_size)
-    parts = partitions or config.spark.partitions or default_partitions(spark)
-    notes, patients = source.notes(parts), source.patients(parts)
-    if lakehouse(config.target.url):
-        summary = _run_lake(spark, config, spec, notes, patients, parts)
-    else:
-        summary = _run_sql(spark, config, spec, source, notes, patients, parts, started)
+    try:
+        spec = worker_spec(config, source, batch_size or config.run.batch_size)
+        parts = partitions or config.spark.partitions or default_partitions(spark)
+        notes, patients = source.notes(parts), source.patients(parts)
+        if lakehouse(config.target.url):
+            summary = _run_lake(spark, config, spec, notes, patients, parts)
+        else:
+            summary = _run_sql(spark, config, spec, source, notes, patients, parts)
+    finally:
+        if isinstance(source, SqlSource):
+            source.source.engine.dispose()
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def _run_sql(spark, config, spec, source, notes, patients, parts, started) -> RunSummary:
+def _run_sql(spark, config, spec, source, notes, patients, parts) -> RunSummary:
     target = Target(config.target.url)
     if isinstance(source, SqlSource):
         _check_id_lengths(source.source, target)
     summary = RunSummary(run_id=target.start_run("run", spec.digest))
-    status = "failed"
     try:
         columns = [target.notes.c.patient_id, target.notes.c.note_id, target.notes.c.source_digest]
         held = read_sql(spark, target.engine, target.notes, columns, target.notes.c.patient_id, parts, "target.url")
@@ -92,13 +95,11 @@ def _run_sql(spark, config, spec, source, notes, patients, parts, started) -> Ru
         url, run_id = config.target.url, summary.run_id
         tallies = rows.mapInPandas(anonymize_partition(spec, url, run_id), TALLY_SCHEMA)
         _count(summary, tallies.unionByName(duplicates.mapInPandas(write_partition(url, run_id, spec.batch_size), TALLY_SCHEMA)))
-        status = "done"
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except BaseException as exc:  # the run's row says how it ended; a kill leaves it 'running'
+        ended = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        target.finish_run(summary.run_id, ended, summary.done, summary.skipped, summary.failed)
         raise
-    finally:
-        summary.seconds = time.perf_counter() - started
-        target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)
+    target.finish_run(summary.run_id, "done", summary.done, summary.skipped, summary.failed)
     return summary
 
 
