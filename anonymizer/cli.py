@@ -221,7 +221,9 @@ def run(
     """Anonymize every note of the source into the target."""
     lines = LineProgress("dry run" if dry_run else "run", "notes", interval)
     if engine != "local" or master is not None:
-        report(_spark_run(config, engine, master, batch_size, limit, dry_run, workers), "run", False, as_json, lines)
+        summary = _spark_run(config, engine, master, batch_size, limit, dry_run, workers)
+        lines.done = lines.total = summary.notes  # Spark shows its own progress; the last line counts the notes
+        report(summary, "run", False, as_json, lines)
         return
     bar = Progress(
         TextColumn("anonymizing"),
