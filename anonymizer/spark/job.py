@@ -50,7 +50,8 @@ def session(config: Config, master: str | None = None) -> SparkSession:
     jars = local_jars(config)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    if (master or "local").startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this process: its settings stand
+    if (master or "local").startswith("local") and not under_submit and not os.environ.get("PYSPARK_PYTHON"):
         builder = builder.config("spark.pyspark.python", sys.executable)
     return builder.config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate()
 
