@@ -215,9 +215,16 @@ def run(
     workers: Optional[int] = WorkersOption,
     as_json: bool = JsonSummaryOption,
     interval: float = IntervalOption,
+    engine: str = typer.Option("local", "--engine", help="local: processes on this machine; spark: Apache Spark (docs/scale-out.md)."),
+    master: Optional[str] = typer.Option(None, "--master", help="With --engine spark: its master (default: spark-submit's, or local[*])."),
 ) -> None:
     """Anonymize every note of the source into the target."""
     lines = LineProgress("dry run" if dry_run else "run", "notes", interval)
+    if engine != "local" or master is not None:
+        summary = _spark_run(config, engine, master, batch_size, limit, dry_run, workers)
+        lines.done = lines.total = summary.notes  # Spark shows its own progress; the last line counts the notes
+        report(summary, "run", False, as_json, lines)
+        return
     bar = Progress(
         TextColumn("anonymizing"),
         BarColumn(),
@@ -259,6 +266,35 @@ def run(
         if bar.live.is_started:
             bar.stop()
     report(summary, "run", dry_run, as_json, lines)
+
+
+def _spark_run(
+    config: Optional[Path], engine: str, master: Optional[str], batch_size: Optional[int], limit: Optional[int], dry_run: bool,
+    workers: Optional[int],
+) -> RunSummary:
+    """`run --engine spark`: the same configuration, the work on a Spark cluster (anonymizer.spark)."""
+    if engine not in ("local", "spark"):
+        raise fail(f"--engine {engine}: use --engine local or spark")
+    if engine == "local":
+        raise fail("--master: only with --engine spark")
+    refused = [flag for flag, given in (("--limit", limit), ("--dry-run", dry_run), ("--workers", workers)) if given]
+    if refused:
+        raise fail(f"{', '.join(refused)}: not with --engine spark (its master sets the cores)")
+    try:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+
+        from anonymizer.spark import run as spark_job
+    except ImportError:
+        raise fail("--engine spark: pyspark is not installed; pip install 'anonymizer[spark]'") from None
+    try:
+        return spark_job(load_config(config), master=master, batch_size=batch_size)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except DBAPIError as exc:
+        raise fail(str(database_error(exc, "run failed"))) from None
+    except (PySparkException, Py4JError) as exc:  # the job failed; Spark's log above says where
+        raise fail(f"run failed: the Spark job failed ({type(exc).__name__}); the next run continues where it stopped") from None
 
 
 def report(summary: RunSummary, kind: str, dry_run: bool, as_json: bool, lines: LineProgress) -> None:

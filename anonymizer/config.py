@@ -94,6 +94,28 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class SparkConfig:
+    """Settings of ``anonymizer run --engine spark`` only (anonymizer.spark)."""
+
+    jars: tuple[str, ...] = ()  # JDBC driver jars; default: Debian's PostgreSQL and MariaDB drivers, where installed
+    partitions: int | None = None  # patient partitions of the work; default: 4 per core Spark offers
+
+    def __post_init__(self) -> None:
+        check_range(self.partitions is None or self.partitions >= 1, "spark.partitions", self.partitions, "at least 1")
+
+
+# Tables that only the Spark engine reads or writes: `parquet:PATH` and `delta:PATH` (each table a
+# folder PATH/<table>), `catalog:DATABASE` (a source's tables in Spark's catalog).
+LAKEHOUSE = ("parquet", "delta", "catalog")
+
+
+def lakehouse(url: str) -> tuple[str, str] | None:
+    """(format, location) of a lakehouse URL, or None for a database URL."""
+    scheme, sep, location = url.partition(":")
+    return (scheme, location) if sep and scheme in LAKEHOUSE else None
+
+
+@dataclass(frozen=True)
 class Config:
     source: SourceConfig
     patients: PatientsConfig
@@ -105,6 +127,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     replace: ReplaceConfig = field(default_factory=ReplaceConfig)
     rules: RulesConfig = field(default_factory=RulesConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
 
     def digest(self) -> str:
         """Hash of everything that changes the output (not where it is read from or written to)."""
@@ -112,6 +135,7 @@ class Config:
         payload.pop("source")
         payload.pop("target")
         payload.pop("run")
+        payload.pop("spark")
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -150,7 +174,8 @@ def parse_config(data: Mapping[str, Any], base: Path | None = None) -> Config:
 
 def resolve_paths(config: Config, base: Path) -> Config:
     """`config` with its relative paths taken from `base`: list files, the classifier model, the
-    folders of extra rules and the files of SQLite URLs (`sqlite:///hospital.db`, also as `file:` URIs)."""
+    folders of extra rules, the files of SQLite URLs (`sqlite:///hospital.db`, also as `file:` URIs),
+    the folders of lakehouse URLs (`parquet:lake/emr`) and the Spark engine's jars."""
 
     def path(value: str) -> str:
         return str(base / Path(value).expanduser()) if not Path(value).expanduser().is_absolute() else str(Path(value).expanduser())
@@ -161,12 +186,22 @@ def resolve_paths(config: Config, base: Path) -> Config:
         classifier = replace(classifier, model=path(classifier.model))
     return replace(
         config,
-        source=replace(config.source, url=sqlite_url_from(config.source.url, base)),
-        target=replace(config.target, url=sqlite_url_from(config.target.url, base)),
+        source=replace(config.source, url=lakehouse_url_from(sqlite_url_from(config.source.url, base), base)),
+        target=replace(config.target, url=lakehouse_url_from(sqlite_url_from(config.target.url, base), base)),
         lists=lists,
         classifier=classifier,
         rules=replace(config.rules, extra=tuple(path(folder) for folder in config.rules.extra)),
+        spark=replace(config.spark, jars=tuple(path(jar) for jar in config.spark.jars)),
     )
+
+
+def lakehouse_url_from(url: str, base: Path) -> str:
+    """A `parquet:` or `delta:` URL whose relative folder is taken from `base`; any other URL
+    (a catalog name, a URI such as `parquet:s3a://bucket/emr`, an absolute folder) unchanged."""
+    found = lakehouse(url)
+    if found is None or found[0] == "catalog" or not found[1] or "://" in found[1] or Path(found[1]).is_absolute():
+        return url
+    return f"{found[0]}:{base / found[1]}"
 
 
 def sqlite_url_from(url: str, base: Path) -> str:

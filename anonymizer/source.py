@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from dateutil import parser as date_parser
 from sqlalchemy.exc import DBAPIError
 
-from anonymizer.config import Config, ListConfig
+from anonymizer.config import Config, ListConfig, lakehouse
 from anonymizer.record import FIELDS, Note, PatientRecord, empty_record
 from anonymizer.settings import ConfigError
 
@@ -47,6 +47,8 @@ def connect(url: str, what: str, *, create: bool = False, read_only: bool = Fals
     With `read_only` (the source) a SQLite file is opened read-only (`mode=ro`): the tool never
     writes to the hospital's database.
     """
+    if lakehouse(url):
+        raise ConfigError(f"{what}: {lakehouse(url)[0]} tables are read and written by `anonymizer run --engine spark` only")
     try:
         parsed = sa.engine.make_url(url)
         path = sqlite_file(parsed)

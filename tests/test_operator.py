@@ -224,7 +224,8 @@ def test_constraints_pin_every_dependency_and_ci_runs_the_readmes_test_command()
             assert re.fullmatch(r"[a-z0-9-]+", name) and re.fullmatch(r"[\w.+-]+", version), line
             pins[name] = version
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + [r for extra in ("test", "postgres", "mysql") for r in project["optional-dependencies"][extra]]
+    extras = ("test", "postgres", "mysql", "spark")
+    wanted = project["dependencies"] + [r for extra in extras for r in project["optional-dependencies"][extra]]
     for requirement in wanted:
         name = re.split(r"[\[<>=~! ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
         assert name in pins, f"{name} is not pinned in constraints.txt"
