@@ -252,6 +252,11 @@ class RecordNames:
         """The word opening a line about the patient's state (STATUS_SUBJECT) where it is the
         record's given name in another form: listed or shortened, in any case."""
         given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
+        # Most notes hold no form of the given name at all, which the note's words show at once:
+        # none of them is listed or a start of the name, and no word starts as the name does.
+        forms = related | {given[:k] for k in range(2, len(given) + 1)}
+        if self._words.words(text).isdisjoint(forms) and not (len(given) >= MIN_GIVEN and given[:3] in text.casefold()):
+            return []
         out = []
         for m in filter(None, (STATUS_SUBJECT.match(text, start) for start in _line_starts(text))):
             word = m["name"].casefold()
