@@ -4,7 +4,9 @@ A word that the project's name lists do not hold and that English uses every day
 "aunt", "clears") is not taken for a name where only the context suggests one: after a kinship
 word, beside a doctor's name, after a title that doubles as an abbreviation ("MS clears").  The
 lists: wordfreq's 30,000 most frequent English words (anonymizer/classifier/data/english.txt) and
-every name the project knows (:func:`name_words`).
+every name the project knows (:func:`name_words`).  Clinical words are not names either
+("Mitral Valve", "Titrated Nitro", "Radiologist phoned"): the lower-case entries of a medical
+dictionary (:func:`clinical_word`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from anonymizer.resources import data_dir, read_word_list
 
 CLASSIFIER_DATA = Path(__file__).resolve().parent / "classifier" / "data"  # english.txt, first_names.txt ...
 ENGLISH = CLASSIFIER_DATA / "english.txt"
+CLINICAL = CLASSIFIER_DATA / "clinical.txt"
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
 _TOKEN = regex.compile(r"[^\W_]+")
 
@@ -54,3 +57,23 @@ def plain_word(word: str, rank: int | None = PLAIN_RANK) -> bool:
     if position is None or (rank is not None and position >= rank):
         return False
     return len(word) > 1 and word.isalpha() and word not in name_words()
+
+
+@lru_cache(maxsize=1)
+def clinical_words() -> frozenset[str]:
+    """The lower-case words of the OpenMedSpel medical dictionary (anonymizer/classifier/data/clinical.txt)."""
+    return frozenset(read_word_list(CLINICAL))
+
+
+def clinical_word(word: str) -> bool:
+    """Whether a lower-cased word, or its singular, is a clinical word ("mitral", "valves",
+    "radiologist") that no name list holds."""
+    words = clinical_words()
+    known = word in words or (word.endswith("s") and word[:-1] in words)
+    return known and len(word) > 1 and word.isalpha() and word not in name_words()
+
+
+def never_a_name(word: str) -> bool:
+    """Whether the classifier may never take a lower-cased word for a name: an ordinary English
+    or clinical word that no name list holds."""
+    return plain_word(word) or clinical_word(word)

@@ -343,6 +343,15 @@ def test_a_title_is_never_taken_for_a_name():
     assert not vetoed(text, tokens, tokens.words.index("Kwek"), "DOCTOR", None)
 
 
+def test_a_clinical_word_is_never_taken_for_a_name_but_may_be_a_place():
+    text = "Mitral Valve Angioplasty at Franklin Square; Radiologist phoned son Valve"
+    tokens = Tokens.of(text)
+    for word in ("Mitral", "Valve", "Angioplasty", "Radiologist"):
+        assert vetoed(text, tokens, tokens.words.index(word), "RELATIVE", None)
+    assert not vetoed(text, tokens, tokens.words.index("Square"), "LOCATION", None)
+    assert not vetoed(text, tokens, tokens.words.index("Franklin"), "DOCTOR", None)
+
+
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):
     from anonymizer.settings import ConfigError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anonymizer.vocabulary import english_rank, name_words, plain_word
+from anonymizer.vocabulary import clinical_word, english_rank, name_words, plain_word
 
 
 @pytest.mark.parametrize("word", ["visited", "aunt", "supportive", "grandson"])
@@ -26,3 +26,16 @@ def test_initials_rare_words_and_numbers_are_no_plain_words() -> None:
 def test_rank_bounds_the_list() -> None:
     rare = max((w for w in english_rank() if w.isalpha() and w not in name_words()), key=english_rank().get)
     assert not plain_word(rare) and plain_word(rare, rank=None)
+
+
+@pytest.mark.parametrize("word", ["mitral", "angioplasty", "radiologist", "milrinone", "valves"])
+def test_clinical_words(word: str) -> None:
+    """Words of the medical dictionary, and their plurals, beyond the English list's ranks."""
+    assert clinical_word(word)
+
+
+@pytest.mark.parametrize("word", ["allegra", "parkinson", "tan", "a", "5mg"])
+def test_names_eponyms_and_non_words_are_no_clinical_words(word: str) -> None:
+    """A name of any list (a drug's brand "Allegra" is a given name too), an eponym (a capitalised
+    entry of the dictionary), an initial, a dose."""
+    assert not clinical_word(word)

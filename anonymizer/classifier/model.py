@@ -42,7 +42,7 @@ from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import plain_word
+from anonymizer.vocabulary import never_a_name
 
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
@@ -467,14 +467,14 @@ def vetoed(
     text: str, tokens: Tokens, i: int, category: str, excused: Excused | None, runs: dict[int, tuple[int, int]] | None = None
 ) -> bool:
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
-    credential or a contraction taken for one ("RN", "DON'T"), an ordinary English word that no
-    name list holds taken for a name ("son visited": anonymizer.vocabulary), an eponym taken for a name or a
+    credential or a contraction taken for one ("RN", "DON'T"), an ordinary English or clinical word
+    that no name list holds taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary), an eponym taken for a name or a
     place ("Bell's palsy", "Foley catheter": anonymizer.classifier.eponyms), or a number the
     rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for
     the note."""
     return (
         postprocess.a_title(tokens, i, category)
-        or (category in postprocess.NAME_CATEGORIES and (plain_word(tokens.lowers[i]) or not_a_name(text, tokens, i, runs)))
+        or (category in postprocess.NAME_CATEGORIES and (never_a_name(tokens.lowers[i]) or not_a_name(text, tokens, i, runs)))
         or (category in ("DATE", "PHONE") and not_a_number(tokens, i, category))
         or (category in EPONYM_CATEGORIES and eponymous(text, tokens, i, load_eponyms(), postprocess.titles()))
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
