@@ -24,6 +24,7 @@ from anonymizer.resources import data_dir
 from anonymizer.rules import extra_files, extra_folders
 from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig, ReplaceConfig
 from anonymizer.spans import MergedSpan, Span, union
+from anonymizer.vocabulary import CLASSIFIER_DATA
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +192,11 @@ def build_pipeline(
 
 
 def _digest(rules: Path, *parts: object, extra: Sequence[Path] = ()) -> str:
-    """The packaged rule files, the parts, then the extra folders' rule files, each named by its
-    folder's position and its own name: without extra folders, the digest of before they existed."""
+    """The packaged rule files and word lists (the vocabulary the detectors and the classifier's
+    vetoes read, anonymizer/classifier/data), the parts, then the extra folders' rule files, each
+    named by its folder's position and its own name."""
     h = hashlib.sha256()
-    for path in sorted(rules.rglob("*")):
+    for path in [*sorted(rules.rglob("*")), *sorted(CLASSIFIER_DATA.glob("*.txt"))]:
         if path.is_file() and path.suffix in (".toml", ".txt"):
             h.update(path.name.encode())
             h.update(path.read_bytes())

@@ -78,6 +78,24 @@ def test_the_digest_covers_the_extra_files_and_is_unchanged_without_them(tmp_pat
     assert build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), extra_rules=[folder]).digest != base
 
 
+def test_the_digest_covers_the_packaged_word_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed word list (the vetoes' English or clinical words) changes what a run removes, so a
+    rerun must redo the notes."""
+    import shutil
+
+    from anonymizer import pipeline
+    from anonymizer.vocabulary import CLASSIFIER_DATA
+
+    base = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest
+    copy = tmp_path / "data"
+    shutil.copytree(CLASSIFIER_DATA, copy)
+    monkeypatch.setattr(pipeline, "CLASSIFIER_DATA", copy)
+    assert build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest == base
+    with (copy / "clinical.txt").open("a", encoding="utf-8") as f:
+        f.write("zzword\n")
+    assert build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest != base
+
+
 @pytest.mark.parametrize(
     ("filename", "extra", "kind"),
     [
