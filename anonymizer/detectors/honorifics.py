@@ -59,6 +59,7 @@ class Honorific:
     not_before: frozenset[str] = frozenset()  # words after which this title is an ordinary word
     origin: str = ""  # the file that defines it
     glued: bool = False  # also written onto the name: "drTan", "DRNEO", "drchua"
+    word: bool = False  # a whole English word ("general", "miss"): a period after it ends a sentence
 
 
 class HonorificDetector:
@@ -148,9 +149,10 @@ class HonorificDetector:
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
             # mitral regurgitation), so it needs a name-like word after it, as a weak title does.
             # A period after it ("Gen.", "PROF.") makes a title strong, but not a weak one written as
-            # an abbreviation: "changes in MS. Aspiration precautions" is mental status.
+            # an abbreviation ("changes in MS. Aspiration precautions" is mental status), nor a
+            # whole word, which it ends ("in general. Will ...").
             abbreviation = title.isupper() and not all_caps
-            dotted = match.group("dot") is not None
+            dotted = match.group("dot") is not None and not honorific.word
             strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
             if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
@@ -269,13 +271,16 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
                 f"honorific '{name}' is defined twice: " + (f"in {path}" if first == str(path) else f"in {first} and in {path}")
             )
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
-        honorifics[name] = Honorific(name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False))
+        honorifics[name] = Honorific(
+            name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False)
+        )
 
 
 def _title_pattern(titles: str, space: str, glued: str, letter: str) -> str:
-    """A title not inside a word nor after a slash, then a period or a space: "Dr.Tan", "Dr. Tan",
-    "Dr Tan"; or a glued title right before a letter ("drTan"), which :meth:`HonorificDetector._glued` checks."""
-    return rf"(?<![\w/])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
+    """A title not inside a word nor after a slash or a plus, then a period or a space: "Dr.Tan",
+    "Dr. Tan", "Dr Tan"; or a glued title right before a letter ("drTan"), which
+    :meth:`HonorificDetector._glued` checks.  After a plus it is a grade's finding ("3-4+MR")."""
+    return rf"(?<![\w/+])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
 
 
 def _capitalised(word: str) -> bool:

@@ -39,7 +39,7 @@ from rapidfuzz.distance import Levenshtein
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import CLASSIFIER_DATA
+from anonymizer.vocabulary import CLASSIFIER_DATA, never_a_name
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
@@ -250,7 +250,8 @@ class RecordNames:
 
     def _subjects(self, text: str, record: PatientRecord, tokens: Iterable[str], related: frozenset[str]) -> list[Span]:
         """The word opening a line about the patient's state (STATUS_SUBJECT) where it is the
-        record's given name in another form: listed or shortened, in any case."""
+        record's given name in another form: listed, its start, or a word that shares its first three
+        letters and is no English or clinical word."""
         given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
         # Most notes hold no form of the given name at all, which the note's words show at once:
         # none of them is listed or a start of the name, and no word starts as the name does.
@@ -262,7 +263,9 @@ class RecordNames:
             word = m["name"].casefold()
             if word in TITLES or word in tokens:
                 continue
-            form = word in related or given.startswith(word) or (len(given) >= MIN_GIVEN and len(word) >= 3 and given.startswith(word[:3]))
+            # a word sharing only the name's start is a form of it unless English has it: "Patty", not "Patient", for Patricia
+            shared = len(given) >= MIN_GIVEN and len(word) >= 3 and given.startswith(word[:3]) and not never_a_name(word)
+            form = word in related or given.startswith(word) or shared
             if form:
                 out.append(Span(m.start("name"), m.end("name"), self._category, "record", "status_subject"))
         return out

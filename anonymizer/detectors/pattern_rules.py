@@ -15,6 +15,7 @@ out here once per run by anonymizer.detectors.regex_analysis.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import tomllib
@@ -92,12 +93,30 @@ def luhn_checksum(value: str) -> bool:
     return total % 10 == 0
 
 
+def date_range_ascending(value: str) -> bool:
+    """Whether four numbers read as two dates without a year, the second one to 31 days after the
+    first, month first ("10/03/10/04") or day first ("30/12/02/01"): a range of treatment days, not
+    a ventilator's settings ("10/5/10/5") or a row of readings."""
+    a, b, c, d = (int(n) for n in regex.findall(r"\d+", value))
+    return any(0 < _days_between(first, second) <= 31 for first, second in (((a, b), (c, d)), ((b, a), (d, c))))
+
+
+def _days_between(first: tuple[int, int], second: tuple[int, int]) -> int:
+    """Days from one (month, day) to the next (month, day) on or after it; 0 when either is no date."""
+    try:
+        start, end = (datetime.date(2001, month, day) for month, day in (first, second))
+    except ValueError:
+        return 0
+    return (end - start).days % 365
+
+
 VALIDATORS: dict[str, Callable[[str], bool]] = {
     "nric_checksum": nric_checksum,
     "phone_digit_count": phone_digit_count,
     "not_a_range": not_a_range,
     "ssn_issuable": ssn_issuable,
     "luhn_checksum": luhn_checksum,
+    "date_range_ascending": date_range_ascending,
 }
 
 
