@@ -49,19 +49,19 @@ MODELS = Path(__file__).resolve().parent / "models"
 DEFAULT_MODEL = MODELS / "default.json.gz"
 # the categories an eponym is taken for: a person ("Parkinson's") or a place ("Glasgow coma scale")
 EPONYM_CATEGORIES = postprocess.NAME_CATEGORIES | postprocess.PLACE_CATEGORIES
-# Professional credentials after a signature's name ("Jean Tan, RN", "R.N.", "RRT"): never a name.
-CREDENTIALS = frozenset({
-    "rn", "rrt", "lpn", "cna", "np", "msw", "licsw", "lcsw", "slp", "crna", "bsn", "msn", "ccrn", "rd", "md", "phd", "pharmd",
-})
-# A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
-# ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
 # Words that name a day of the year without a number: what the classifier may take for a date
 # besides the month and weekday names (features.py's "month" dictionary).
 HOLIDAYS = frozenset({
     "christmas", "xmas", "easter", "thanksgiving", "halloween", "hanukkah", "chanukah", "ramadan", "eid", "diwali", "deepavali",
     "vesak", "passover", "yom", "kippur", "lunar",
 })
-CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
+# Numbers joined by "/", "-" or "." that end with a unit or a time of day: "5am", "7a-7p", "59.2kg", "20-30cc/hr".
+QUANTITY = regex.compile(
+    r"(?:[\d.]*\d(?:am|pm|a|p|hrs?|h)?[-/.])*[\d.]*\d(?:am|pm|a|p|kg|g|gm|mg|mcg|cc|ml|l|hrs?|h|mins?|cm|mm)(?:/(?:hr|h|min|day|d|kg))?",
+    regex.IGNORECASE,
+)
+# A phone number has at least this many digits; the classifier's PHONE on fewer is a list's number or a dose.
+MIN_PHONE_DIGITS, PHONE_REACH, PHONE_CHARACTERS = 7, 20, frozenset("0123456789 ()-.+")
 NEG_INF = float("-inf")  # the score of a token the rules flagged
 WEAK = "?"  # marks the category of a token only rules the classifier must confirm flagged
 BATCH_NOTES = 64  # notes scored together: enough to spread numpy's cost per call, few enough to keep memory small
@@ -467,27 +467,33 @@ def vetoed(
     text: str, tokens: Tokens, i: int, category: str, excused: Excused | None, runs: dict[int, tuple[int, int]] | None = None
 ) -> bool:
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
-    credential or a contraction taken for one ("RN", "DON'T"), an ordinary English or clinical word
-    that no name list holds taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary), an eponym taken for a name or a
-    place ("Bell's palsy", "Foley catheter": anonymizer.classifier.eponyms), or a number the
-    rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for
+    credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
+    "2MG", "d/t": not_a_name), an ordinary English or clinical word that no name list holds taken
+    for a name ("son visited", "Mitral Valve": anonymizer.vocabulary), an eponym or a possessive's
+    "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
+    anonymizer.classifier.eponyms; "pt's"), what cannot be a date or a phone (not_a_number), or a
+    number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for
     the note."""
     return (
         postprocess.a_title(tokens, i, category)
         or (category in postprocess.NAME_CATEGORIES and (never_a_name(tokens.lowers[i]) or not_a_name(text, tokens, i, runs)))
-        or (category in ("DATE", "PHONE") and not_a_number(tokens, i, category))
-        or (category in EPONYM_CATEGORIES and eponymous(text, tokens, i, load_eponyms(), postprocess.titles()))
+        or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
+        or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
 
 
-def not_a_number(tokens: Tokens, i: int, category: str) -> bool:
-    """Whether token i, taken for a phone number or a date, has no digit to be one: a label beside
-    a number ("cell", "Home", "W:") or a word beside a date ("FROM", "d" of "d/c").  Month and
-    weekday names, holidays and "... day"/"... eve" stay dates."""
+def not_a_number(text: str, tokens: Tokens, i: int, category: str, runs: dict[int, tuple[int, int]] | None = None) -> bool:
+    """Whether token i, taken for a phone number or a date, cannot be one: a label beside a number
+    ("cell", "Home", "W:") or a word beside a date ("FROM", "d" of "d/c"); a word with a number
+    ("CABGX4"), a time of day or a quantity with its unit ("5am", "7p", "59.2kg", "20-30cc/hr");
+    a number too short to be a phone with the digits around it ("2)" of a list).  Month and weekday
+    names, holidays, "... day"/"... eve" and ordinals ("3rd") stay dates."""
     word = tokens.lowers[i]
     if not word.isalpha():
-        return False
+        if category == "DATE":
+            return word[0].isalpha() or QUANTITY.fullmatch(text, *joined_run(text, tokens, i, runs)) is not None
+        return category == "PHONE" and _phone_digits(text, tokens.starts[i], tokens.ends[i]) < MIN_PHONE_DIGITS
     if category == "PHONE":
         return True
     if word in default_dictionaries().words["month"] or word in HOLIDAYS:
@@ -495,12 +501,44 @@ def not_a_number(tokens: Tokens, i: int, category: str) -> bool:
     return not (i + 1 < len(tokens) and tokens.lowers[i + 1] in ("day", "days", "eve", "s") and len(tokens.gaps[i + 1]) <= 2)
 
 
+def _phone_digits(text: str, start: int, end: int) -> int:
+    """The digits of the phone-shaped stretch around text[start:end] (digits, spaces, brackets,
+    dashes, dots, a plus), looking at most PHONE_REACH characters either way: bounded, so a note
+    of digits stays linear."""
+    left = start
+    while left > max(0, start - PHONE_REACH) and text[left - 1] in PHONE_CHARACTERS:
+        left -= 1
+    right = end
+    while right < min(len(text), end + PHONE_REACH) and text[right] in PHONE_CHARACTERS:
+        right += 1
+    return sum(c.isdigit() for c in text[left:right])
+
+
 def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> bool:
-    """Whether token i, taken for a name, is a credential ("RN", "R.N.") or a word of a contraction ("DON'T")."""
-    if CONTRACTION.match(text, tokens.ends[i]):
+    """Whether token i, taken for a name, is a credential ("RN", "R.N."), a word of a contraction
+    ("DON'T"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
+    has its period: "I."), or a letter of an abbreviation written with a slash ("d/t", "D/C", "w/")."""
+    word = tokens.words[i]
+    if postprocess.CONTRACTION.match(text, tokens.ends[i]) or not word.isalpha():
+        return True
+    if len(word) == 1 and (word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i)):
         return True
     start, end = joined_run(text, tokens, i, runs)
-    return text[start:end].replace(".", "").lower() in CREDENTIALS
+    return text[start:end].replace(".", "").lower() in postprocess.CREDENTIALS
+
+
+def _slashed(tokens: Tokens, i: int) -> bool:
+    """Whether one-letter token i is part of an abbreviation with a slash: a slash right after it
+    ("w/", "d/t"), or right before it after another single letter ("D/C", "s/p")."""
+    if i + 1 < len(tokens.gaps) and tokens.gaps[i + 1].startswith("/"):
+        return True
+    return tokens.gaps[i] == "/" and i > 0 and len(tokens.words[i - 1]) == 1 and tokens.words[i - 1].isalpha()
+
+
+def possessive(tokens: Tokens, i: int) -> bool:
+    """Whether token i is the "s" of an ordinary or clinical word's possessive ("pt's",
+    "Troponin's"); a name's stays with the name ("St. Mary's")."""
+    return tokens.lowers[i] == "s" and tokens.gaps[i] in ("'", "’") and i > 0 and never_a_name(tokens.lowers[i - 1])
 
 
 def joined_run(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:

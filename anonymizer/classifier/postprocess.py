@@ -57,11 +57,24 @@ SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
+# Professional credentials after a signature's name ("Jean Tan, RN", "R.N.", "RRT"): never a name.
+CREDENTIALS = frozenset({
+    "rn", "rrt", "lpn", "cna", "np", "msw", "licsw", "lcsw", "slp", "crna", "bsn", "msn", "ccrn", "rd", "md", "phd", "pharmd",
+})
+# A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
+# ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
+CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
+# Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
+INNER_CONNECTORS = frozenset({"of"})
+
+
+def _frequent(word: str, dictionaries: Dictionaries) -> bool:
+    rank = dictionaries.english_rank.get(word)
+    return rank is not None and rank < COMMON_RANK
 
 
 def _common(word: str, dictionaries: Dictionaries) -> bool:
-    rank = dictionaries.english_rank.get(word)
-    return rank is not None and rank < COMMON_RANK and word not in dictionaries.words["first"] and word not in dictionaries.words["last"]
+    return _frequent(word, dictionaries) and word not in dictionaries.words["first"] and word not in dictionaries.words["last"]
 
 
 @lru_cache(maxsize=1)
@@ -79,7 +92,7 @@ def a_title(tokens: Tokens, i: int, category: str) -> bool:
 
 def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
-    if not word.isalpha() or tokens.lowers[i] in titles():
+    if not word.isalpha() or tokens.lowers[i] in titles() or tokens.lowers[i] in CREDENTIALS or CONTRACTION.match(text, tokens.ends[i]):
         return False
     if len(word) == 1:
         # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
@@ -91,7 +104,10 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
     if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
         return False
     if all_caps:
-        return tokens.lowers[i] in dictionaries.words["first"] or tokens.lowers[i] in dictionaries.words["last"]
+        # no capital tells a name from a word there: a listed given name, or a listed surname that
+        # English does not use every day ("GOOD", "SMALL" are surnames too)
+        lower = tokens.lowers[i]
+        return lower in dictionaries.words["first"] or (lower in dictionaries.words["last"] and not _frequent(lower, dictionaries))
     return word[0].isupper()
 
 
@@ -158,6 +174,9 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
                     break
                 added[j] = category
                 j += step
+            last, beyond = j - step, 0 <= j < n and (flagged[j] in PLACE_CATEGORIES or j in added)
+            if last != i and tokens.lowers[last] in INNER_CONNECTORS and not beyond:
+                del added[last]  # "of" ends no place: "daughter Grace of Reisterstown"
     return added
 
 

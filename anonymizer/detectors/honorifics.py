@@ -4,7 +4,8 @@ Doctors and other people named in a note are mostly absent from the patient's re
 usually introduced by a title.  The title stays in the text; the name tokens after it are flagged.
 How far a name runs is decided token by token (see rules/honorifics.toml): initials, connectors,
 Capitalised words and words that are not common English or clinical words continue it; stop words
-and common lower-case words end it, so "dr healey aware" flags only "healey".
+and common words in lower case or capitals end it, so "dr healey aware" flags only "healey" and
+"DR BURKE RENAL CONSULT" only "BURKE".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, name_words, plain_word
+from anonymizer.vocabulary import ENGLISH, name_words, never_a_name, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -227,8 +228,8 @@ class HonorificDetector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
-            else:
-                taken = _capitalised(token.word) or key not in self._common
+            else:  # "DR BURKE RENAL CONSULT", "mr I remained": an English or clinical word ends it
+                taken = _capitalised(token.word) or (key not in self._common and not never_a_name(key))
             if not taken:
                 break
             end, has_word = token.end, True

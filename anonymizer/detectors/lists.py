@@ -36,6 +36,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.settings import DetectorsConfig, read_text_file
 from anonymizer.spans import CATEGORIES, Span
+from anonymizer.vocabulary import PLAIN_RANK, clinical_words, english_rank
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ _START = attrgetter("start")
 STAFF = "DOCTOR"  # the category whose entries are people's full names, matched part by part
 WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.txt, medical.txt
 _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
+_DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's name never ends with: "Health &"
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -97,6 +99,8 @@ class ListDetector:
         # A one-word staff entry is a part like any other: taken by the directory's rules, not anywhere.
         single = {_key(e) for e in staff if " " not in _key(e)}
         self._category = {k: c for k, c in _categorise(entries).items() if not (c == STAFF and k in single)}
+        for key, category in short_forms(self._category, rules_dir or data_dir("rules")).items():
+            self._category.setdefault(key, category)
         keys = set(self._category) | (self._staff.keys() if self._staff else set())
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
@@ -354,6 +358,33 @@ class StaffDirectory:
 
 def _rank(category: str) -> int:
     return _PRIORITY.get(category, len(_PRIORITY))
+
+
+def short_forms(categories: Mapping[str, str], rules_dir: Path) -> dict[str, str]:
+    """Institutions without their suffix ("Calvert" of "Calvert Hospital", "Tan Tock Seng" of "Tan
+    Tock Seng Hospital"): notes name a hospital so ("transferred from Calvert", "CALVERT HOSPIATAL"),
+    as the list seldom does.  The suffixes are rules/places.toml's; a short form made only of
+    frequent English or clinical words ("Holy Cross", "General", "Harbor": anonymizer.vocabulary's
+    PLAIN_RANK) is left out: it would match ordinary text."""
+    suffixes = sorted(
+        (_key(s) for s in tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"]),
+        key=len, reverse=True,
+    )
+    everyday = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
+    ranks = english_rank()
+
+    def ordinary(word: str) -> bool:
+        return ranks.get(word, PLAIN_RANK) < PLAIN_RANK or word in everyday or word in clinical_words()
+
+    forms: dict[str, str] = {}
+    for key, category in categories.items():
+        if category == STAFF:
+            continue
+        suffix = next((s for s in suffixes if key.endswith(" " + s)), None)
+        short = _DANGLING.sub("", key[: -len(suffix) - 1]) if suffix else ""
+        if len(short) >= MIN_LENGTH and not all(ordinary(w) for w in _PART.findall(short)):
+            forms.setdefault(short, category)
+    return forms
 
 
 def _categorise(entries: Mapping[str, Iterable[str]]) -> dict[str, str]:

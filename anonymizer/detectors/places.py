@@ -50,6 +50,8 @@ UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
 BLOCK_WORDS = frozenset({"blk", "block"})
 STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
+CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
+CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -102,6 +104,7 @@ class PlaceRules:
     min_population: int
     min_population_english: int
     cues: frozenset[str]
+    residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
     suffixes: frozenset[str]
@@ -141,6 +144,7 @@ class PlaceRules:
             min_population=towns["min_population"],
             min_population_english=towns["min_population_english"],
             cues=_words(towns["cues"]),
+            residence_cues=_words(towns["residence_cues"]),
             not_places=_words(towns["not_places"]),
             states=states,
             suffixes=_words(institutions["suffixes"]),
@@ -210,6 +214,9 @@ class PlaceDetector:
         state_names = _alternation([*rules.states, *(c.lower() for c in rules.states.values())])
         # " of <state>" starts with a literal; the word before it is read in Python.
         self._of_state = re.compile(rf" of[ \t]+(?:{state_names})(?![\w-])")
+        # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
+        self._residence = re.compile(rf"(?<![\w-]){_alternation(rules.residence_cues)}[ \t]+")
+        self._codes = frozenset(rules.states.values())
 
 
     @classmethod
@@ -238,6 +245,8 @@ class PlaceDetector:
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
+        for m in self._residence.finditer(low):
+            self._residence_place(text, caps, m.end(), spans)
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "singapore" in low or "s(" in low:
@@ -310,6 +319,25 @@ class PlaceDetector:
                 if before in stop_words or before in BLOCK_WORDS or before[-1] == ":":
                     return start - (len(before) + 1 if before in BLOCK_WORDS else 0)
         return postcode
+
+    def _residence_place(self, text: str, caps: bool, at: int, spans: list[Span]) -> None:
+        """After "lives in": a state's postal code in capitals ("DC"), or in a note not all in
+        capitals up to three capitalised words on the line of which one is no English word."""
+        code = CODE.match(text, at)
+        if code is not None and code[0] in self._codes:
+            spans.append(Span(at, code.end(), "LOCATION", self.name, "residence"))
+            return
+        if caps:
+            return
+        end, unknown = at, False
+        for _ in range(3):
+            word = CAPITALISED.match(text, end)
+            if word is None or word[1].lower() in self._rules.not_places:
+                break
+            unknown = unknown or word[1].lower() not in self._rules.common
+            end = word.end(1)
+        if unknown:
+            spans.append(Span(at, end, "LOCATION", self.name, "residence"))
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
         """The longest town name of up to four words from `start`, written in a case it may be."""
