@@ -1,4 +1,5 @@
-"""Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur.
+"""Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
+a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of

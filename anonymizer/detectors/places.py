@@ -4,7 +4,9 @@ named after a state, and addresses.
 
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
-"transferred from", "resident of") or before ", <state>" ("Dayton, OH").  After a cue a name that
+"transferred from", "resident of") or before ", <state>" ("Dayton, OH"); after a residence cue
+("lives in", "moved to") also a state's postal code ("lives in DC") and a capitalised name that is
+no English word, a town too small for the list.  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
 white marsh"); a one-word English name must belong to a large town, and be capitalised in a note
 not all in capitals when it is an everyday word ("from Reading", never "in reading").  An institution is the capitalised
