@@ -352,55 +352,14 @@ def test_a_clinical_word_is_never_taken_for_a_name_but_may_be_a_place():
     assert not vetoed(text, tokens, tokens.words.index("Franklin"), "DOCTOR", None)
 
 
-@pytest.mark.parametrize(
-    ("text", "word", "category"),
-    [
-        ("vent checked at 4:30am, abg at 1700", "30am", "DOCTOR"),
-        ("vent checked at 4:30am, abg at 1700", "1700", "DOCTOR"),
-        ("MEDICATED WITH MS 2MG IV", "2MG", "PATIENT"),
-        ("seen before D/C home", "D", "DOCTOR"),
-        ("seen before D/C home", "C", "DOCTOR"),
-        ("MR d/t MVR", "d", "PATIENT"),
-        ("URINE AMBER W/ SEDIMENT", "W", "DOCTOR"),
-        ("S-\"JESUS I DON'T WANT TO\"", "I", "DOCTOR"),
-        ("social: pt's son called", "s", "RELATIVE"),
-        ("Troponin's 2.01", "s", "LOCATION"),
-        ("extubated 2pm 9/18, shift 7a-7p", "2pm", "DATE"),
-        ("extubated 2pm 9/18, shift 7a-7p", "7p", "DATE"),
-        ("WT 10/8 59.2kg today", "59", "DATE"),
-        ("U/O from 20-30cc/hr", "20", "DATE"),
-        ("10/26: CABGX4 done", "CABGX4", "DATE"),
-        ("1) wife: 555-0143\n2) son: 555-0199", "2", "PHONE"),
-    ],
-)
-def test_what_no_name_date_or_phone_can_be_is_never_taken_for_one(text, word, category):
-    tokens = Tokens.of(text)
-    assert vetoed(text, tokens, tokens.words.index(word), category, None)
-
-
-@pytest.mark.parametrize(
-    ("text", "word", "category"),
-    [
-        ("seen by E. Nessenson", "E", "DOCTOR"),  # an initial
-        ("admitted 9/18 for CABG", "9", "DATE"),
-        ("on the 3rd of May", "3rd", "DATE"),
-        ("to return to St Mary's after", "s", "LOCATION"),
-        ("call 410-555-0143 after 5pm", "410", "PHONE"),
-    ],
-)
-def test_initials_dates_ordinals_and_phones_stay(text, word, category):
-    tokens = Tokens.of(text)
-    assert not vetoed(text, tokens, tokens.words.index(word), category, None)
-
-
 def test_a_name_is_not_extended_over_a_credential_or_an_everyday_word_in_capitals():
-    text = "David Murray RRT\nPER DR RONAYNE GOOD PULSES; INCONTINENT SMALL AMTS; SEEN BY TAN ROBERTSON"
+    text = "Paul Wendt RRT\nPER DR HALVERSEN GOOD PULSES; PASSING SMALL AMTS; SEEN BY TAN ROBERTSON"
     tokens = Tokens.of(text)
     flagged = [None] * len(tokens)
-    for word in ("Murray", "RONAYNE", "AMTS", "TAN"):
+    for word in ("Wendt", "HALVERSEN", "AMTS", "TAN"):
         flagged[tokens.words.index(word)] = "DOCTOR"
     added = {tokens.words[i] for i in postprocess.extend_names(text, tokens, flagged)}
-    assert added == {"David", "ROBERTSON"}  # not "RRT", "GOOD", "SMALL"
+    assert added == {"Paul", "ROBERTSON"}  # not "RRT", "GOOD", "SMALL"
 
 
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):

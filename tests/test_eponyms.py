@@ -1,5 +1,6 @@
 """The classifier's veto of words that look like PHI but are not: eponyms, credentials, contractions,
-labels beside phone numbers and words beside dates."""
+numbers and abbreviations' letters taken for names, labels beside phone numbers, words beside
+dates, times and quantities."""
 
 from __future__ import annotations
 
@@ -110,7 +111,31 @@ def test_an_empty_list_keeps_only_the_possessive_rule() -> None:
         ("admitted on Christmas Day", "Christmas", "DATE", False),
         ("on Memorial Day weekend", "Memorial", "DATE", False),
         ("on 7/22", "22", "DATE", False),
+        ("vent checked at 4:30am, abg at 1700", "30am", "DOCTOR", True),
+        ("vent checked at 4:30am, abg at 1700", "1700", "DOCTOR", True),
+        ("GIVEN MS 4MG IV", "4MG", "PATIENT", True),
+        ("seen before D/C home", "D", "DOCTOR", True),
+        ("seen before D/C home", "C", "DOCTOR", True),
+        ("edema d/t CHF", "d", "PATIENT", True),
+        ("urine dark W/ sediment", "W", "DOCTOR", True),
+        ('S: "I DON\'T KNOW"', "I", "DOCTOR", True),
+        ("social: pt's wife called", "s", "RELATIVE", True),
+        ("Lactate's 2.1", "s", "LOCATION", True),
+        ("seen by E. Nessenson", "E", "DOCTOR", False),  # an initial
+        ("to return to St Mary's after", "s", "LOCATION", False),  # a name's possessive stays with it
+        ("extubated 3pm 9/18, shift 7a-7p", "3pm", "DATE", True),
+        ("extubated 3pm 9/18, shift 7a-7p", "7p", "DATE", True),
+        ("WT 10/8 61.4kg today", "61", "DATE", True),
+        ("U/O from 40-60cc/hr", "40", "DATE", True),
+        ("10/26: CABGX3 done", "CABGX3", "DATE", True),
+        ("1) wife: 555-0143\n2) son: 555-0199", "2", "PHONE", True),
+        ("admitted 9/18 for CABG", "9", "DATE", False),
+        ("on the 3rd of May", "3rd", "DATE", False),
+        ("call 410-555-0143 after 5pm", "410", "PHONE", False),
     ],
 )
-def test_a_phone_or_a_date_without_a_digit_is_a_label_or_a_word(text: str, word: str, category: str, vetoes: bool) -> None:
+def test_what_cannot_be_a_phone_a_date_or_a_name_is_vetoed(text: str, word: str, category: str, vetoes: bool) -> None:
+    """A label beside a phone, a word beside a date, a time or a quantity, a number too short for a
+    phone; a number, a pronoun, an abbreviation's letter or an ordinary word's possessive for a name."""
     assert judged(text, word, category) is vetoes
+
