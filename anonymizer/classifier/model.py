@@ -56,8 +56,10 @@ HOLIDAYS = frozenset({
     "vesak", "passover", "yom", "kippur", "lunar",
 })
 # Numbers joined by "/", "-" or "." that end with a unit or a time of day: "5am", "7a-7p", "59.2kg", "20-30cc/hr".
+# Only a short run is judged ("1/1/1/..." is no quantity), so the check costs a bounded time per token.
+QUANTITY_LENGTH = 24
 QUANTITY = regex.compile(
-    r"(?:[\d.]*\d(?:am|pm|a|p|hrs?|h)?[-/.])*[\d.]*\d(?:am|pm|a|p|kg|g|gm|mg|mcg|cc|ml|l|hrs?|h|mins?|cm|mm)(?:/(?:hr|h|min|day|d|kg))?",
+    r"(?:\d+(?:am|pm|a|p|hrs?|h)?[-/.])*\d+(?:am|pm|a|p|kg|g|gm|mg|mcg|cc|ml|l|hrs?|h|mins?|cm|mm)(?:/(?:hr|h|min|day|d|kg))?",
     regex.IGNORECASE,
 )
 # A phone number has at least this many digits; the classifier's PHONE on fewer is a list's number or a dose.
@@ -492,7 +494,8 @@ def not_a_number(text: str, tokens: Tokens, i: int, category: str, runs: dict[in
     word = tokens.lowers[i]
     if not word.isalpha():
         if category == "DATE":
-            return word[0].isalpha() or QUANTITY.fullmatch(text, *joined_run(text, tokens, i, runs)) is not None
+            start, end = joined_run(text, tokens, i, runs)
+            return word[0].isalpha() or (end - start <= QUANTITY_LENGTH and QUANTITY.fullmatch(text, start, end) is not None)
         return category == "PHONE" and _phone_digits(text, tokens.starts[i], tokens.ends[i]) < MIN_PHONE_DIGITS
     if category == "PHONE":
         return True

@@ -218,6 +218,7 @@ class PlaceDetector:
         self._of_state = re.compile(rf" of[ \t]+(?:{state_names})(?![\w-])")
         # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
         self._residence = re.compile(rf"(?<![\w-]){_alternation(rules.residence_cues)}[ \t]+")
+        self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
         self._codes = frozenset(rules.states.values())
 
 
@@ -247,8 +248,9 @@ class PlaceDetector:
             self._town_before_state(text, m.start(), spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
-        for m in self._residence.finditer(low):
-            self._residence_place(text, caps, m.end(), spans)
+        if any(stem in low for stem in self._residence_stems):
+            for m in self._residence.finditer(low):
+                self._residence_place(text, caps, m.end(), spans)
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "singapore" in low or "s(" in low:
