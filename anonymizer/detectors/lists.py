@@ -367,10 +367,8 @@ def short_forms(categories: Mapping[str, str], rules_dir: Path) -> dict[str, str
     as the list seldom does.  The suffixes are rules/places.toml's; a short form made only of
     frequent English or clinical words ("Holy Cross", "General", "Harbor": anonymizer.vocabulary's
     PLAIN_RANK) is left out: it would match ordinary text."""
-    suffixes = sorted(
-        (_key(s) for s in tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"]),
-        key=len, reverse=True,
-    )
+    suffixes = tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"]
+    suffix = re.compile(" (?:" + "|".join(re.escape(_key(s)) for s in sorted(suffixes, key=len, reverse=True)) + r")\Z")
     everyday = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
     ranks = english_rank()
 
@@ -381,8 +379,8 @@ def short_forms(categories: Mapping[str, str], rules_dir: Path) -> dict[str, str
     for key, category in categories.items():
         if category == STAFF:
             continue
-        suffix = next((s for s in suffixes if key.endswith(" " + s)), None)
-        short = _DANGLING.sub("", key[: -len(suffix) - 1]) if suffix else ""
+        ending = suffix.search(key)
+        short = _DANGLING.sub("", key[: ending.start()]) if ending else ""
         if len(short) >= MIN_LENGTH and not all(ordinary(w) for w in _PART.findall(short)):
             forms.setdefault(short, category)
     return forms
