@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anonymizer.detectors.lists import ListDetector, load_list_file
+from anonymizer.detectors.lists import ListDetector, acronyms, load_list_file
 from anonymizer.record import PatientRecord
 
 RECORD = PatientRecord("1")
@@ -40,6 +40,25 @@ def test_longest_entry_wins(lists):
 
 def test_only_whole_words(lists):
     assert found(lists, "TTSHx, sghospital, Healeys, xTanWeiMing") == []
+
+
+def test_a_listed_hospital_is_found_by_its_initials_only_from_four():
+    """Four initials or more (of, and, the give none); three are clinical abbreviations as often
+    ("SAH"), a word is a word; places and people give no acronym."""
+    everyday = frozenset({"icu"})
+    categories = {
+        "tan tock seng hospital": "HOSPITAL",
+        "institute of the mental health hospital": "HOSPITAL",  # "imhh"
+        "st anne's hospital": "HOSPITAL",  # "sah": three
+        "intensive care unit": "HOSPITAL",  # "icu": an everyday abbreviation, and three
+        "children and teens hospital": "HOSPITAL",  # "cth"
+        "care and teaching hospital": "HOSPITAL",  # "cth" again: three
+        "ang mo kio avenue": "LOCATION",
+        "lee kok hua tan": "DOCTOR",
+    }
+    assert acronyms(categories, everyday) == {"ttsh": "HOSPITAL", "imhh": "HOSPITAL"}
+    detector = ListDetector({"HOSPITAL": ["Tan Tock Seng Hospital"]})
+    assert found(detector, "from TTSH, seen at ttsh") == [("TTSH", "HOSPITAL", "lists:hospital"), ("ttsh", "HOSPITAL", "lists:hospital")]
 
 
 def test_an_entry_in_two_lists_keeps_the_higher_priority_category():

@@ -55,6 +55,13 @@ def test_a_name_is_one_span_across_connectors_and_initials(names):
     assert found(names, "Mdm Siti bte Ali came", record) == ["Siti bte Ali"]
 
 
+def test_a_one_letter_token_is_taken_only_next_to_a_name(names):
+    """The "O" of O'Neill and a record's initial are no names alone: "c/o", "O/E", "a b c"."""
+    record = PatientRecord("1", names=("Mary", "O'Neill", "J"))
+    text = "c/o pain, O/E soft, plan a b c j; Mary O'Neill seen, J O'Neill aware"
+    assert found(names, text, record) == ["Mary O'Neill", "J O'Neill"]
+
+
 def test_relatives_get_their_own_category():
     relatives = RecordNames.from_rules(data_dir("rules"), "relatives", "RELATIVE", 0.33)
     record = PatientRecord("1", names=("John",), relatives=("Mary Lim",))

@@ -25,8 +25,10 @@ from functools import lru_cache
 
 import regex
 
+from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.resources import data_dir
+from anonymizer.vocabulary import name_words
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -66,6 +68,7 @@ CREDENTIALS = frozenset({
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 # Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
 INNER_CONNECTORS = frozenset({"of"})
+ABBREVIATION_LENGTH = 4  # in mixed case, a word of up to 4 capitals that no name list holds (vocabulary.name_words) is an abbreviation
 
 
 def _frequent(word: str, dictionaries: Dictionaries) -> bool:
@@ -101,14 +104,23 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
         if word == "I" and after != ".":
             return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
-    if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"]:
+    if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"] or _kinship(tokens, i):
         return False
+    if not all_caps and word.isupper() and len(word) <= ABBREVIATION_LENGTH and tokens.lowers[i] not in name_words():
+        return False  # in mixed case, capitals of a short word no name list holds: "Prakash NRIC", "TCU Wang", "DrNg MCR"
     if all_caps:
         # no capital tells a name from a word there: a listed given name, or a listed surname that
         # English does not use every day ("GOOD", "SMALL" are surnames too)
         lower = tokens.lowers[i]
         return lower in dictionaries.words["first"] or (lower in dictionaries.words["last"] and not _frequent(lower, dictionaries))
     return word[0].isupper()
+
+
+def _kinship(tokens: Tokens, i: int) -> bool:
+    """Whether token i is a kinship or social word ("HB ANDREW", "DIL PAMELA", "FDW Siti"), the
+    "law" of "son-in-law" included: it names the relation, never the person."""
+    lower = tokens.lowers[i]
+    return lower in CUES or (lower == "law" and i > 0 and tokens.lowers[i - 1] == "in" and tokens.gaps[i] == "-")
 
 
 def _mostly_capitals(text: str) -> bool:
@@ -170,7 +182,8 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
         for step in (-1, 1):
             j = i + step
             while 0 <= j < n and flagged[j] is None and j not in added and tokens.lowers[j] in PLACE_CONNECTORS:
-                if "\n" in tokens.gaps[min(j, j - step) + 1]:
+                gap = tokens.gaps[min(j, j - step) + 1]
+                if "\n" in gap or gap.strip(" .'’"):  # a comma or a bracket ends a name: "London, hosp MRN"
                     break
                 added[j] = category
                 j += step
@@ -200,7 +213,7 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
         if i + 1 < n and tokens.gaps[i].endswith("(") and tokens.gaps[i + 1].startswith(")"):
             _names_before(text, tokens, flagged, i, d, added, category)  # "Hank Smith (son)"
         j = _after_cue(tokens, i)
-        if j is None:
+        if j is None or eponymous(text, tokens, j, load_eponyms(), titles()):  # "MOTHER - PARKINSON'S"
             continue
         if flagged[j] == category:
             pass  # a name already found there: its further words and connectors still follow

@@ -228,8 +228,8 @@ class HonorificDetector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
-            else:  # "DR BURKE RENAL CONSULT", "mr I remained": an English or clinical word ends it
-                taken = _capitalised(token.word) or (key not in self._common and not never_a_name(key))
+            else:  # "DR BURKE RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
+                taken = _capitalised(token.word) or (key not in self._common and not never_a_name(key) and not plain_word(key, rank=None))
             if not taken:
                 break
             end, has_word = token.end, True

@@ -1,5 +1,6 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
-a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`).
+a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
+and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of
@@ -50,6 +51,8 @@ STAFF = "DOCTOR"  # the category whose entries are people's full names, matched 
 WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.txt, medical.txt
 _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
 _DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's name never ends with: "Health &"
+ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give an acronym no letter
+ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations (acronyms)
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -100,7 +103,9 @@ class ListDetector:
         # A one-word staff entry is a part like any other: taken by the directory's rules, not anywhere.
         single = {_key(e) for e in staff if " " not in _key(e)}
         self._category = {k: c for k, c in _categorise(entries).items() if not (c == STAFF and k in single)}
-        for key, category in short_forms(self._category, rules_dir or data_dir("rules")).items():
+        rules = rules_dir or data_dir("rules")
+        everyday = _everyday(rules)
+        for key, category in {**short_forms(self._category, rules, everyday), **acronyms(self._category, everyday)}.items():
             self._category.setdefault(key, category)
         keys = set(self._category) | (self._staff.keys() if self._staff else set())
         self._pattern: re.Pattern[str] | None = None
@@ -361,15 +366,14 @@ def _rank(category: str) -> int:
     return _PRIORITY.get(category, len(_PRIORITY))
 
 
-def short_forms(categories: Mapping[str, str], rules_dir: Path) -> dict[str, str]:
+def short_forms(categories: Mapping[str, str], rules_dir: Path, everyday: frozenset[str]) -> dict[str, str]:
     """Institutions without their suffix ("Calvert" of "Calvert Hospital", "Tan Tock Seng" of "Tan
     Tock Seng Hospital"): notes name a hospital so ("transferred from Calvert", "CALVERT HOSPIATAL"),
     as the list seldom does.  The suffixes are rules/places.toml's; a short form made only of
     frequent English or clinical words ("Holy Cross", "General", "Harbor": anonymizer.vocabulary's
-    PLAIN_RANK) is left out: it would match ordinary text."""
+    PLAIN_RANK, or `everyday`) is left out: it would match ordinary text."""
     suffixes = tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"]
     suffix = re.compile(" (?:" + "|".join(re.escape(_key(s)) for s in sorted(suffixes, key=len, reverse=True)) + r")\Z")
-    everyday = frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
     ranks = english_rank()
 
     def ordinary(word: str) -> bool:
@@ -384,6 +388,29 @@ def short_forms(categories: Mapping[str, str], rules_dir: Path) -> dict[str, str
         if len(short) >= MIN_LENGTH and not all(ordinary(w) for w in _PART.findall(short)):
             forms.setdefault(short, category)
     return forms
+
+
+def acronyms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[str, str]:
+    """Hospitals by their initials, as clinicians write them: "TTSH" for Tan Tock Seng Hospital,
+    "GBMC" for Greater Baltimore Medical Center, "NTFGH" for Ng Teng Fong General Hospital ("of",
+    "and", "the" give no letter).  Four initials or more: three are as often a clinical
+    abbreviation that no word list holds ("SAH" would be St Anne's Hospital and subarachnoid
+    haemorrhage, "BMS" bowel movements), so a hospital known by three ("NUH", "MGH") is listed as
+    such.  An acronym that is an English, clinical or everyday word is left out."""
+    ranks = english_rank()
+    forms: dict[str, str] = {}
+    for key, category in categories.items():
+        if category != "HOSPITAL":
+            continue
+        initials = "".join(w[0] for w in key.split() if w not in ACRONYM_SKIPS and w[0].isalpha())
+        if len(initials) >= ACRONYM_LENGTH and initials not in ranks and initials not in everyday and initials not in clinical_words():
+            forms.setdefault(initials, category)
+    return forms
+
+
+def _everyday(rules_dir: Path) -> frozenset[str]:
+    """rules/common_words.txt: everyday English and clinical abbreviations ("abg", "ccf")."""
+    return frozenset(w.casefold() for w in read_word_list(rules_dir / "common_words.txt"))
 
 
 def _categorise(entries: Mapping[str, Iterable[str]]) -> dict[str, str]:

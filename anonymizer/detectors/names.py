@@ -7,6 +7,9 @@ detector remembers, per patient, the words it has compared (:class:`Variants`), 
 compared only in the first of the patient's notes that uses it, in one rapidfuzz ``cdist`` call.
 The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
 
+A one-letter token of the record (an initial, the "O" of O'Neill) is taken only next to another of
+its names ("W X Tan"), never alone: "c/o", "O/E".
+
 A variant that is also a common word ("morning" or "running" for Manning) is taken only where
 it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
 Exact matches, and variants in all-capitals or all-lower-case notes, are always taken.
@@ -209,7 +212,7 @@ class RecordNames:
         """The record's tokens, the short ones (matched exactly), a matcher of the long ones, the
         initials, and the nicknames (matched exactly: anywhere, and only where written as names)."""
         tokens = self._tokens(getattr(record, self._field))
-        short = frozenset(t for t in tokens if len(t) <= SHORT)
+        short = frozenset(t for t in tokens if 1 < len(t) <= SHORT)  # one letter: only next to a name (_add_initials)
         long = [t for t in tokens if len(t) > SHORT]
         nicknames, worded = self._nicknames.of(tokens) if self._nicknames is not None else (frozenset(), frozenset())
         if self._field == "names" and self._nicknames is not None:
