@@ -132,6 +132,15 @@ def test_an_empty_list_keeps_only_the_possessive_rule() -> None:
         ("admitted 9/18 for CABG", "9", "DATE", False),
         ("on the 3rd of May", "3rd", "DATE", False),
         ("call 410-555-0143 after 5pm", "410", "PHONE", False),
+        ("dr Ng/cons/O&G reviewed", "O", "DOCTOR", True),
+        ("dr Ng/cons/O&G reviewed", "G", "DOCTOR", True),
+        ("Admitted to Ward 7A Bed 12 on Monday", "Ward", "LOCATION", True),
+        ("Admitted to Ward 7A Bed 12 on Monday", "Bed", "LOCATION", True),
+        ("Moved to Ward Street last year", "Ward", "LOCATION", False),
+        ("Seen by Dr Tan. Mr Wood resides at Bedok, prefers tea", "resides", "PATIENT", True),
+        ("Seen by Dr Tan. Mr Wood resides at Bedok, prefers tea", "prefers", "PATIENT", True),
+        ("Seen by Dr Tan. Nephew john called, Daughter Mary aware", "john", "RELATIVE", False),  # a name list holds it
+        ("seen by dr tan. wood resides at bedok", "resides", "PATIENT", False),  # a note in lower case says nothing
     ],
 )
 def test_what_cannot_be_a_phone_a_date_or_a_name_is_vetoed(text: str, word: str, category: str, vetoes: bool) -> None:

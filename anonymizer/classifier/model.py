@@ -42,7 +42,7 @@ from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import never_a_name
+from anonymizer.vocabulary import english_rank, name_words, never_a_name
 
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
@@ -55,6 +55,9 @@ HOLIDAYS = frozenset({
     "christmas", "xmas", "easter", "thanksgiving", "halloween", "hanukkah", "chanukah", "ramadan", "eid", "diwali", "deepavali",
     "vesak", "passover", "yom", "kippur", "lunar",
 })
+UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
+CASED_WORD = regex.compile(r"\b[^\W\d_]{2,}\b")  # a word whose case can say something
+CAPITALISING = 0.1  # a note with this share of Capitalised words writes names so (capitalising)
 # Numbers joined by "/", "-" or "." that end with a unit or a time of day: "5am", "7a-7p", "59.2kg", "20-30cc/hr".
 # Only a short run is judged ("1/1/1/..." is no quantity), so the check costs a bounded time per token.
 QUANTITY_LENGTH = 24
@@ -470,17 +473,19 @@ def vetoed(
 ) -> bool:
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
     credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
-    "2MG", "d/t": not_a_name), an ordinary English or clinical word that no name list holds taken
-    for a name ("son visited", "Mitral Valve": anonymizer.vocabulary), an eponym or a possessive's
-    "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
-    anonymizer.classifier.eponyms; "pt's"), what cannot be a date or a phone (not_a_number), or a
-    number the rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for
-    the note."""
+    "2MG", "d/t", "O&G": not_a_name), an ordinary English or clinical word that no name list holds
+    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; in lower case in a
+    note that Capitalises names, such a word of any frequency: "Tan prefers"), an eponym or a
+    possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
+    anonymizer.classifier.eponyms; "pt's"), a ward or a bed taken for a place ("Ward 7A"), what
+    cannot be a date or a phone (not_a_number), or a number the rules' context exceptions drop
+    ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)
         or (category in postprocess.NAME_CATEGORIES and (never_a_name(tokens.lowers[i]) or not_a_name(text, tokens, i, runs)))
         or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
+        or (category in postprocess.PLACE_CATEGORIES and a_unit(tokens, i))
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
 
@@ -520,22 +525,50 @@ def _phone_digits(text: str, start: int, end: int) -> int:
 def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> bool:
     """Whether token i, taken for a name, is a credential ("RN", "R.N."), a word of a contraction
     ("DON'T"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
-    has its period: "I."), or a letter of an abbreviation written with a slash ("d/t", "D/C", "w/")."""
+    has its period: "I."), a letter of an abbreviation written with a slash or an ampersand ("d/t",
+    "D/C", "w/", "O&G"), or an English word in lower case in a Capitalising note (lower_case_word)."""
     word = tokens.words[i]
     if postprocess.CONTRACTION.match(text, tokens.ends[i]) or not word.isalpha():
         return True
     if len(word) == 1 and (word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i)):
+        return True
+    if word.islower() and capitalising(text) and lower_case_word(tokens.lowers[i]):
         return True
     start, end = joined_run(text, tokens, i, runs)
     return text[start:end].replace(".", "").lower() in postprocess.CREDENTIALS
 
 
 def _slashed(tokens: Tokens, i: int) -> bool:
-    """Whether one-letter token i is part of an abbreviation with a slash: a slash right after it
-    ("w/", "d/t"), or right before it after another single letter ("D/C", "s/p")."""
+    """Whether one-letter token i is part of an abbreviation with a slash or an ampersand: a slash
+    right after it ("w/", "d/t"), or one of them between it and another single letter ("D/C",
+    "s/p", "O&G", "A&E")."""
     if i + 1 < len(tokens.gaps) and tokens.gaps[i + 1].startswith("/"):
         return True
-    return tokens.gaps[i] == "/" and i > 0 and len(tokens.words[i - 1]) == 1 and tokens.words[i - 1].isalpha()
+    joined = [k for k in (i - 1, i + 1) if 0 <= k < len(tokens.words) and tokens.gaps[max(i, k)] in ("/", "&")]
+    return any(len(tokens.words[k]) == 1 and tokens.words[k].isalpha() for k in joined)
+
+
+def a_unit(tokens: Tokens, i: int) -> bool:
+    """Whether token i names a part of the hospital by its number: "Ward 7A", "Bed 12", "Rm 304"."""
+    return tokens.lowers[i] in UNITS and i + 1 < len(tokens) and tokens.gaps[i + 1] == " " and any(c.isdigit() for c in tokens.words[i + 1])
+
+
+@lru_cache(maxsize=64)
+def capitalising(text: str) -> bool:
+    """Whether a note Capitalises words ("Seen by Dr Tan", "Daughter Mary"), at least one in
+    CAPITALISING of its words: there a name is written Capitalised, and a word in lower case is a
+    word.  A note in lower case or in capitals says nothing.  (Cached: the few tokens a note has
+    above the threshold ask about the same text.)"""
+    words = CASED_WORD.findall(text)
+    return bool(words) and sum(w[0].isupper() and not w.isupper() for w in words) >= CAPITALISING * len(words)
+
+
+def lower_case_word(lower: str) -> bool:
+    """Whether a word written in lower case in a Capitalising note is the word, not a name: an
+    English word of two letters or more that no name list holds ("prefers", "resides",
+    "contactable").  One that a list holds stays a name there ("nephew john", "d/w z y lee"), so
+    "BP rose" is still taken where a Rose is known."""
+    return len(lower) > 1 and lower in english_rank() and lower not in name_words()
 
 
 def possessive(tokens: Tokens, i: int) -> bool:

@@ -80,6 +80,15 @@ def _common(word: str, dictionaries: Dictionaries) -> bool:
     return _frequent(word, dictionaries) and word not in dictionaries.words["first"] and word not in dictionaries.words["last"]
 
 
+def _common_as_written(word: str, lower: str, dictionaries: Dictionaries) -> bool:
+    """:func:`_common`, but a Capitalised word that any of the project's name lists holds is a
+    name's in mixed case: "Soon" of "Ong Choo-Soon", "Hong" of "Tan Eng Hong" (in lower case or
+    capitals "soon" stays the word)."""
+    if word[:1].isupper() and not word.isupper():
+        return _frequent(lower, dictionaries) and lower not in name_words()
+    return _common(lower, dictionaries)
+
+
 @lru_cache(maxsize=1)
 def titles() -> frozenset[str]:
     """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of it."""
@@ -104,7 +113,7 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
         if word == "I" and after != ".":
             return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
-    if _common(tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"] or _kinship(tokens, i):
+    if _common_as_written(word, tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"] or _kinship(tokens, i):
         return False
     if not all_caps and word.isupper() and len(word) <= ABBREVIATION_LENGTH and tokens.lowers[i] not in name_words():
         return False  # in mixed case, capitals of a short word no name list holds: "Prakash NRIC", "TCU Wang", "DrNg MCR"
@@ -149,7 +158,8 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
             while 0 <= j < n and flagged[j] is None and j not in added:
                 left = min(j, j - step)
                 gap = tokens.gaps[left + 1]
-                if "\n" in gap or len(gap.strip(" .")) > 0:
+                hyphenated = gap == "-" and _written_alike(tokens.words[left], tokens.words[left + 1])  # "Choo-Soon"
+                if "\n" in gap or (len(gap.strip(" .")) > 0 and not hyphenated):
                     break
                 if "." in gap and len(tokens.words[left]) > 1:
                     break  # a period ends a sentence ("Dr. Vasquez. Await PT eval"), unless after an initial ("E. Nessenson")
@@ -161,6 +171,12 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
             added[j] = category  # "Both Suzette and Hank are his proxies"
     return added
+
+
+def _written_alike(first: str, second: str) -> bool:
+    """Whether two words are both Capitalised or both in capitals: the parts of one hyphenated
+    name ("Choo-Soon", "LENG-LING"), not "tan-coloured"."""
+    return (first.istitle() and second.istitle()) or (first.isupper() and second.isupper())
 
 
 def _after_and(text: str, tokens: Tokens, i: int) -> int | None:
@@ -246,7 +262,7 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
         and word.isalpha()
         and lower not in NAME_END
         and lower not in CUES
-        and not _common(lower, d)
+        and not _common_as_written(word, lower, d)
         and lower not in d.words["med"]
         and lower not in titles()
         and not VERB_FORM.search(lower)
@@ -267,13 +283,14 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
         if not _takes(flagged, k, added) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
             return []
         k += 1
-    if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not _takes(flagged, k, added) or not _surname_like(tokens, k, d):
+    found = k < n and flagged[k] in NAME_CATEGORIES  # "husband s singh" with "singh" found already
+    if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not (found or _takes(flagged, k, added)) or not _surname_like(tokens, k, d):
         return []
     return list(range(j, k + 1))
 
 
 RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
-RELATIVE_SKIP = frozenset({"s", "name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
+RELATIVE_SKIP = frozenset({"name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
 # Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Healey" names two people.
 COURTESY_TITLES = frozenset({"mr", "mrs", "miss", "ms", "mdm", "madam"})
 RELABEL = frozenset({"DOCTOR", "NAME"})  # a name after a kinship word is a relative's, not a clinician's
@@ -287,7 +304,8 @@ def _after_cue(tokens: Tokens, i: int) -> int | None:
         gap = tokens.gaps[j]
         if gap and RELATIVE_GAP.fullmatch(gap) is None:
             return None
-        if lowers[j] in RELATIVE_SKIP or lowers[j] in COURTESY_TITLES:  # "daughter miss ho jun-min"
+        possessive = lowers[j] == "s" and gap in ("'", "’")  # the "s" of "wife's", not the initial of "husband s singh"
+        if possessive or lowers[j] in RELATIVE_SKIP or lowers[j] in COURTESY_TITLES:  # "daughter miss ho jun-min"
             j += 1
         elif lowers[j] == "in" and j + 1 < n and lowers[j + 1] == "law":
             j += 2
@@ -313,7 +331,7 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles() or lower in d.words["med"]:
         return False
     if word[0].isupper() and not word.isupper():
-        return not _common(lower, d)
+        return not _common_as_written(word, lower, d)
     rank = d.english_rank.get(lower, RARE_RANK)
     if lower in d.words["first"]:
         return rank >= FUNCTION_RANK

@@ -155,17 +155,19 @@ class StaffVocabulary:
     roles: tuple[str, ...]
     bracketed_roles: tuple[str, ...]
     departments: tuple[str, ...]
+    registrations: tuple[str, ...]  # "MCR": a registration number's label, never initials
     english_rank: int  # a part among this many most frequent English words is an ordinary word
 
     @classmethod
     def read(cls, path: Path) -> "StaffVocabulary":
         rules = tomllib.loads(path.read_text(encoding="utf-8"))
-        groups = (tuple(w.casefold() for w in rules[k]) for k in ("titles", "glued_titles", "roles", "bracketed_roles", "departments"))
+        kinds = ("titles", "glued_titles", "roles", "bracketed_roles", "departments", "registrations")
+        groups = (tuple(w.casefold() for w in rules[k]) for k in kinds)
         return cls(*groups, english_rank=rules["english_rank"])
 
     def words(self) -> frozenset[str]:
-        """Every word of the vocabulary: never a name part itself ("reg", "MO", "ENT")."""
-        groups = (self.titles, self.roles, self.bracketed_roles, self.departments)
+        """Every word of the vocabulary: never a name part itself ("reg", "MO", "ENT", "MCR")."""
+        groups = (self.titles, self.roles, self.bracketed_roles, self.departments, self.registrations)
         return frozenset(w for group in groups for phrase in group for w in _PART.findall(phrase))
 
     def keys(self) -> dict[str, str]:

@@ -114,6 +114,7 @@ class PlaceRules:
     bare_suffixes: frozenset[str]  # left out of the name's span
     written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
+    jurisdictions: frozenset[str]  # "National Heart Centre": the department is an institution's
     generic: frozenset[str]
     stop_words: frozenset[str]
     street_types: frozenset[str]
@@ -154,6 +155,7 @@ class PlaceRules:
             bare_suffixes=_words(institutions["bare_suffixes"]),
             written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
+            jurisdictions=_words(institutions["jurisdictions"]),
             generic=_words(institutions["generic_words"]),
             stop_words=_words(institutions["stop_words"]),
             street_types=_words(addresses["street_types"]),
@@ -470,7 +472,8 @@ class PlaceDetector:
         if not name:
             return False
         departments, generic = rules.departments, rules.generic
-        if name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name):
+        official = len(name) > 1 and name[-1][2] in rules.jurisdictions  # "National Heart Centre", "National University Hospital"
+        if not official and (name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name)):
             return False  # "Heart Clinic", "Outside Hospital", "General Hospital"
         words = [w for _, _, w in name if w not in CONNECTORS]
         if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
