@@ -139,7 +139,11 @@ def test_an_empty_list_keeps_only_the_possessive_rule() -> None:
         ("Moved to Ward Street last year", "Ward", "LOCATION", False),
         ("Seen by Dr Tan. Mr Wood resides at Bedok, prefers tea", "resides", "PATIENT", True),
         ("Seen by Dr Tan. Mr Wood resides at Bedok, prefers tea", "prefers", "PATIENT", True),
-        ("Seen by Dr Tan. Nephew john called, Daughter Mary aware", "john", "RELATIVE", False),  # a name list holds it
+        ("Seen by Dr Tan. BP rose to 190, grace period for Appt", "rose", "DOCTOR", True),  # frequent, nothing of a name beside it
+        ("Seen by Dr Tan. BP rose to 190, grace period for Appt", "grace", "DOCTOR", True),
+        ("Seen by Dr Tan. Nephew john called, Daughter Mary aware", "john", "RELATIVE", False),  # a kinship word before it
+        ("Seen by Dr Tan. Discussed with z y lee, Daughter Mary aware", "lee", "DOCTOR", False),  # initials before it
+        ("Seen by Dr Tan. Contact: mary ann rodrigues, Daughter", "mary", "RELATIVE", False),  # a listed name after it
         ("seen by dr tan. wood resides at bedok", "resides", "PATIENT", False),  # a note in lower case says nothing
     ],
 )

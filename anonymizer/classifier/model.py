@@ -58,6 +58,7 @@ HOLIDAYS = frozenset({
 UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
 CASED_WORD = regex.compile(r"\b[^\W\d_]{2,}\b")  # a word whose case can say something
 CAPITALISING = 0.1  # a note with this share of Capitalised words writes names so (capitalising)
+FREQUENT_WORD = 5000  # in lower case there, these most frequent English words are words unless beside a name (lower_case_word)
 # Numbers joined by "/", "-" or "." that end with a unit or a time of day: "5am", "7a-7p", "59.2kg", "20-30cc/hr".
 # Only a short run is judged ("1/1/1/..." is no quantity), so the check costs a bounded time per token.
 QUANTITY_LENGTH = 24
@@ -532,7 +533,7 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
         return True
     if len(word) == 1 and (word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i)):
         return True
-    if word.islower() and capitalising(text) and lower_case_word(tokens.lowers[i]):
+    if word.islower() and capitalising(text) and lower_case_word(tokens, i):
         return True
     start, end = joined_run(text, tokens, i, runs)
     return text[start:end].replace(".", "").lower() in postprocess.CREDENTIALS
@@ -563,12 +564,26 @@ def capitalising(text: str) -> bool:
     return bool(words) and sum(w[0].isupper() and not w.isupper() for w in words) >= CAPITALISING * len(words)
 
 
-def lower_case_word(lower: str) -> bool:
-    """Whether a word written in lower case in a Capitalising note is the word, not a name: an
+def lower_case_word(tokens: Tokens, i: int) -> bool:
+    """Whether token i, written in lower case in a Capitalising note, is the word, not a name: an
     English word of two letters or more that no name list holds ("prefers", "resides",
-    "contactable").  One that a list holds stays a name there ("nephew john", "d/w z y lee"), so
-    "BP rose" is still taken where a Rose is known."""
-    return len(lower) > 1 and lower in english_rank() and lower not in name_words()
+    "contactable"), or one of the FREQUENT_WORD most frequent that one does ("BP rose to", "grace
+    period") unless a neighbour reads as part of a name: an initial, a title, a kinship word or
+    another listed name ("nephew john", "d/w z y lee", "mary ann rodrigues", "Jamal bin Salleh")."""
+    lower = tokens.lowers[i]
+    rank = english_rank().get(lower)
+    if rank is None or len(lower) < 2:
+        return False
+    names = name_words()
+    if lower not in names:
+        return True
+    return rank < FREQUENT_WORD and not any(_name_cue(tokens, k) for k in (i - 1, i + 1) if 0 <= k < len(tokens))
+
+
+def _name_cue(tokens: Tokens, k: int) -> bool:
+    """Whether token k, beside a word in lower case, shows that word is a name's."""
+    lower = tokens.lowers[k]
+    return len(lower) == 1 or lower in name_words() or lower in postprocess.CUES or lower in postprocess.titles()
 
 
 def possessive(tokens: Tokens, i: int) -> bool:

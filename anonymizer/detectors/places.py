@@ -109,6 +109,7 @@ class PlaceRules:
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
+    states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
     suffixes: frozenset[str]
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
     bare_suffixes: frozenset[str]  # left out of the name's span
@@ -150,6 +151,7 @@ class PlaceRules:
             residence_cues=_words(towns["residence_cues"]),
             not_places=_words(towns["not_places"]),
             states=states,
+            states_are_phi=bool(towns["states"]),
             suffixes=_words(institutions["suffixes"]),
             prefixes=_words(institutions["prefixes"]),
             bare_suffixes=_words(institutions["bare_suffixes"]),
@@ -247,7 +249,7 @@ class PlaceDetector:
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
                     spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
         for m in (self._state_name if caps else self._state).finditer(text):
-            self._town_before_state(text, m.start(), spans)
+            self._town_before_state(text, m.start(), m.end(), spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
         if any(stem in low for stem in self._residence_stems):
@@ -365,8 +367,9 @@ class PlaceDetector:
             spans.append(Span(start, end, "LOCATION", self.name, "town_after_cue"))
             return
 
-    def _town_before_state(self, text: str, comma: int, spans: list[Span]) -> None:
-        """"Dayton, OH", "Rockport, Maine": the town before a state; the state itself stays."""
+    def _town_before_state(self, text: str, comma: int, state_end: int, spans: list[Span]) -> None:
+        """"Dayton, OH", "Rockport, Maine": the town before a state, with the state where states
+        are PHI (rules/places.toml's `states`)."""
         rules = self._rules
         tokens = _tokens_before(text, comma, 3)
         for n in range(len(tokens), 0, -1):
@@ -374,7 +377,7 @@ class PlaceDetector:
             key = text[start:end].lower()
             people = rules.places.get(key)
             if people is not None and people >= rules.min_population and key not in rules.not_places:
-                spans.append(Span(start, end, "LOCATION", self.name, "town_before_state"))
+                spans.append(Span(start, state_end if rules.states_are_phi else end, "LOCATION", self.name, "town_before_state"))
                 return
 
     # ---------------------------------------------------------------- institutions and streets
@@ -479,7 +482,10 @@ class PlaceDetector:
         if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         after = WORD_AFTER.match(text, stop)
-        if after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
+        second = WORD_AFTER.match(text, after.end()) if after is not None and after[0][-1] not in ",;:" else None
+        if second is not None and f"{after[1]} {second[1]}".lower() in self._towns:  # type: ignore[index]
+            stop = second.end(1)  # a town of two words: "Pantai Hospital Kuala Lumpur, fax"
+        elif after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
             if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
                 stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
             elif bare:
