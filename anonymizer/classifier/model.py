@@ -42,7 +42,7 @@ from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import english_rank, name_words, never_a_name
+from anonymizer.vocabulary import english_rank, name_words, never_a_name, plain_word
 
 FORMAT = "anonymizer-svm/1"
 MODELS = Path(__file__).resolve().parent / "models"
@@ -566,18 +566,16 @@ def capitalising(text: str) -> bool:
 
 def lower_case_word(tokens: Tokens, i: int) -> bool:
     """Whether token i, written in lower case in a Capitalising note, is the word, not a name: an
-    English word of two letters or more that no name list holds ("prefers", "resides",
+    English word that no name list holds (vocabulary.plain_word, of any rank: "prefers", "resides",
     "contactable"), or one of the FREQUENT_WORD most frequent that one does ("BP rose to", "grace
     period") unless a neighbour reads as part of a name: an initial, a title, a kinship word or
     another listed name ("nephew john", "d/w z y lee", "mary ann rodrigues", "Jamal bin Salleh")."""
     lower = tokens.lowers[i]
-    rank = english_rank().get(lower)
-    if rank is None or len(lower) < 2:
-        return False
-    names = name_words()
-    if lower not in names:
+    if plain_word(lower, rank=None):
         return True
-    return rank < FREQUENT_WORD and not any(_name_cue(tokens, k) for k in (i - 1, i + 1) if 0 <= k < len(tokens))
+    rank = english_rank().get(lower)
+    frequent = rank is not None and rank < FREQUENT_WORD and len(lower) > 1
+    return frequent and not any(_name_cue(tokens, k) for k in (i - 1, i + 1) if 0 <= k < len(tokens))
 
 
 def _name_cue(tokens: Tokens, k: int) -> bool:
