@@ -24,7 +24,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, name_words, never_a_name, plain_word
+from anonymizer.vocabulary import ENGLISH, clinical_word, name_words, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -229,7 +229,7 @@ class HonorificDetector:
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
             else:  # "DR BURKE RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
-                taken = _capitalised(token.word) or (key not in self._common and not never_a_name(key) and not plain_word(key, rank=None))
+                taken = _capitalised(token.word) or (key not in self._common and not plain_word(key, rank=None) and not clinical_word(key))
             if not taken:
                 break
             end, has_word = token.end, True

@@ -97,13 +97,13 @@ class ListDetector:
         threshold: float = DetectorsConfig.name_threshold,
     ) -> None:
         self.name = "lists"
+        rules = rules_dir or data_dir("rules")
         # Short staff entries ("Yi", "Ng") are kept: a part that short is taken only beside a title or a role.
         staff = [e for e in entries.get(STAFF, ()) if SHORT <= len(_key(e)) <= MAX_LENGTH]
-        self._staff = StaffDirectory.from_rules(rules_dir or data_dir("rules"), staff, threshold) if staff else None
+        self._staff = StaffDirectory.from_rules(rules, staff, threshold) if staff else None
         # A one-word staff entry is a part like any other: taken by the directory's rules, not anywhere.
         single = {_key(e) for e in staff if " " not in _key(e)}
         self._category = {k: c for k, c in _categorise(entries).items() if not (c == STAFF and k in single)}
-        rules = rules_dir or data_dir("rules")
         everyday = _everyday(rules)
         for key, category in {**short_forms(self._category, rules, everyday), **acronyms(self._category, everyday)}.items():
             self._category.setdefault(key, category)

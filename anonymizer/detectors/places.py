@@ -483,7 +483,7 @@ class PlaceDetector:
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         after = WORD_AFTER.match(text, stop)
         second = WORD_AFTER.match(text, after.end()) if after is not None and after[0][-1] not in ",;:" else None
-        if second is not None and f"{after[1]} {second[1]}".lower() in self._towns:  # type: ignore[index]
+        if after is not None and second is not None and f"{after[1]} {second[1]}".lower() in self._towns:
             stop = second.end(1)  # a town of two words: "Pantai Hospital Kuala Lumpur, fax"
         elif after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
             if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
