@@ -6,7 +6,8 @@ word, beside a doctor's name, after a title that doubles as an abbreviation ("MS
 lists: wordfreq's 30,000 most frequent English words (anonymizer/classifier/data/english.txt) and
 every name the project knows (:func:`name_words`).  Clinical words are not names either
 ("Mitral Valve", "Titrated Nitro", "Radiologist phoned"): the lower-case entries of a medical
-dictionary (:func:`clinical_word`).
+dictionary (:func:`clinical_word`).  Nor are drug names, generic or brand ("given Ativan"), which
+brands write capitalised (:func:`drug_word`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from anonymizer.resources import data_dir, read_word_list
 CLASSIFIER_DATA = Path(__file__).resolve().parent / "classifier" / "data"  # english.txt, first_names.txt ...
 ENGLISH = CLASSIFIER_DATA / "english.txt"
 CLINICAL = CLASSIFIER_DATA / "clinical.txt"
+DRUGS = CLASSIFIER_DATA / "drugs.txt"
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
 _TOKEN = regex.compile(r"[^\W_]+")
 
@@ -73,7 +75,18 @@ def clinical_word(word: str) -> bool:
     return known and len(word) > 1 and word.isalpha() and word not in name_words()
 
 
+@lru_cache(maxsize=1)
+def drug_names() -> frozenset[str]:
+    """Drug names of one word, generic and brand (anonymizer/classifier/data/drugs.txt)."""
+    return frozenset(read_word_list(DRUGS))
+
+
+def drug_word(word: str) -> bool:
+    """Whether a lower-cased word is a drug's name ("ativan", "lorazepam") that no name list holds."""
+    return word in drug_names() and word not in name_words()
+
+
 def never_a_name(word: str) -> bool:
-    """Whether the classifier may never take a lower-cased word for a name: an ordinary English
-    or clinical word that no name list holds."""
-    return plain_word(word) or clinical_word(word)
+    """Whether the classifier may never take a lower-cased word for a name: an ordinary English,
+    clinical or drug word that no name list holds."""
+    return plain_word(word) or clinical_word(word) or drug_word(word)

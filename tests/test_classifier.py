@@ -352,6 +352,41 @@ def test_a_clinical_word_is_never_taken_for_a_name_but_may_be_a_place():
     assert not vetoed(text, tokens, tokens.words.index("Franklin"), "DOCTOR", None)
 
 
+def test_a_drug_or_a_kinship_word_is_never_taken_for_a_name():
+    text = "Tx with Lorazepam and XANAX overnight; her health care PROXY and son-in-law aware; Dr Allegra"
+    tokens = Tokens.of(text)
+    for word in ("Lorazepam", "XANAX", "PROXY", "law"):
+        assert vetoed(text, tokens, tokens.words.index(word), "RELATIVE", None)
+    assert not vetoed(text, tokens, tokens.words.index("Allegra"), "DOCTOR", None)  # a brand that is a given name too
+
+
+def test_a_drug_is_no_part_of_a_name():
+    text = "Given Mesalamine supp. Aloe Vesta oint applied"
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    flagged[tokens.words.index("Vesta")] = "RELATIVE"
+    assert not postprocess.extend_names(text, tokens, flagged)  # not "Aloe"
+
+
+def test_a_section_letter_opens_a_line_and_is_no_initial_in_a_sectioned_note():
+    soap = "S: feels tired\nO see flowsheet\nA: stable\nP: continue"
+    tokens = Tokens.of(soap)
+    for k in (0, tokens.words.index("O"), tokens.words.index("A"), tokens.words.index("P")):
+        assert vetoed(soap, tokens, k, "DOCTOR", None)
+    signed = "A. Smith RN\nhanded over"  # one letter at a line's start: an initial
+    assert not vetoed(signed, Tokens.of(signed), 0, "DOCTOR", None)
+
+
+@pytest.mark.parametrize("text", ["Riker scale #4 overnight", "QTc up from .431 to .48"])
+def test_an_items_number_or_a_decimal_fraction_is_no_date(text):
+    tokens = Tokens.of(text)
+    number = next(i for i, w in enumerate(tokens.words) if w.isdigit())
+    assert vetoed(text, tokens, number, "DATE", None)
+    dated = "seen on 4/5 and 3.4.2019"
+    tokens = Tokens.of(dated)
+    assert not any(vetoed(dated, tokens, i, "DATE", None) for i in range(2, len(tokens)) if tokens.words[i] != "and")
+
+
 def test_a_name_is_not_extended_over_a_credential_or_an_everyday_word_in_capitals():
     text = "Paul Wendt RRT\nPER DR HALVERSEN GOOD PULSES; PASSING SMALL AMTS; SEEN BY TAN ROBERTSON"
     tokens = Tokens.of(text)

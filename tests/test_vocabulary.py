@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anonymizer.vocabulary import clinical_word, english_rank, name_words, plain_word
+from anonymizer.vocabulary import clinical_word, drug_word, english_rank, name_words, plain_word
 
 
 @pytest.mark.parametrize("word", ["visited", "aunt", "supportive", "grandson"])
@@ -28,9 +28,10 @@ def test_rank_bounds_the_list() -> None:
     assert not plain_word(rare) and plain_word(rare, rank=None)
 
 
-@pytest.mark.parametrize("word", ["mitral", "angioplasty", "radiologist", "milrinone", "valves"])
+@pytest.mark.parametrize("word", ["mitral", "angioplasty", "radiologist", "milrinone", "valves", "secretions", "humidifier"])
 def test_clinical_words(word: str) -> None:
-    """Words of the medical dictionary, and their plurals, beyond the English list's ranks."""
+    """Words of the medical dictionary, their forms ("secretions" of "secrete") and plurals,
+    beyond the English list's ranks."""
     assert clinical_word(word)
 
 
@@ -39,3 +40,14 @@ def test_names_eponyms_and_non_words_are_no_clinical_words(word: str) -> None:
     """A name of any list (a drug's brand "Allegra" is a given name too), an eponym (a capitalised
     entry of the dictionary), an initial, a dose."""
     assert not clinical_word(word)
+
+
+@pytest.mark.parametrize("word", ["ativan", "lorazepam", "valium", "ambien"])
+def test_drug_names(word: str) -> None:
+    assert drug_word(word)
+
+
+@pytest.mark.parametrize("word", ["allegra", "tan", "visited"])
+def test_names_and_other_words_are_no_drug_names(word: str) -> None:
+    """A brand that a name list holds ("Allegra") stays a possible name."""
+    assert not drug_word(word)

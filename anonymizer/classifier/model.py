@@ -56,6 +56,9 @@ HOLIDAYS = frozenset({
     "vesak", "passover", "yom", "kippur", "lunar",
 })
 UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
+# A section's letter opening a line, then its punctuation: "S:", "O-", "A.", "P)", "D:", "R:".
+SECTION_LETTERS = "SOAPIEDR"
+SECTION_LETTER = regex.compile(rf"(?m)^[ \t]*([{SECTION_LETTERS}])[ \t]*[:.)-]")
 CASED_WORD = regex.compile(r"\b[^\W\d_]{2,}\b")  # a word whose case can say something
 CAPITALISING = 0.1  # a note with this share of Capitalised words writes names so (capitalising)
 FREQUENT_WORD = 5000  # in lower case there, these most frequent English words are words unless beside a name (lower_case_word)
@@ -476,14 +479,18 @@ def vetoed(
     credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
     "2MG", "d/t", "O&G": not_a_name), an ordinary English or clinical word that no name list holds
     taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; in lower case in a
-    note that Capitalises names, such a word of any frequency: "Tan prefers"), an eponym or a
+    note that Capitalises names, such a word of any frequency: "Tan prefers"), a kinship word
+    ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
     anonymizer.classifier.eponyms; "pt's"), a ward or a bed taken for a place ("Ward 7A"), what
     cannot be a date or a phone (not_a_number), or a number the rules' context exceptions drop
     ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)
-        or (category in postprocess.NAME_CATEGORIES and (never_a_name(tokens.lowers[i]) or not_a_name(text, tokens, i, runs)))
+        or (
+            category in postprocess.NAME_CATEGORIES
+            and (never_a_name(tokens.lowers[i]) or postprocess.kinship(tokens, i) or not_a_name(text, tokens, i, runs))
+        )
         or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
         or (category in postprocess.PLACE_CATEGORIES and a_unit(tokens, i))
@@ -494,20 +501,32 @@ def vetoed(
 def not_a_number(text: str, tokens: Tokens, i: int, category: str, runs: dict[int, tuple[int, int]] | None = None) -> bool:
     """Whether token i, taken for a phone number or a date, cannot be one: a label beside a number
     ("cell", "Home", "W:") or a word beside a date ("FROM", "d" of "d/c"); a word with a number
-    ("CABGX4"), a time of day or a quantity with its unit ("5am", "7p", "59.2kg", "20-30cc/hr");
-    a number too short to be a phone with the digits around it ("2)" of a list).  Month and weekday
-    names, holidays, "... day"/"... eve" and ordinals ("3rd") stay dates."""
+    ("CABGX4"), a time of day or a quantity with its unit ("5am", "7p", "59.2kg", "20-30cc/hr"), an
+    item's number or a decimal fraction ("#4", ".48"); a number too short to be a phone with the
+    digits around it ("2)" of a list).  Month and weekday names, holidays, "... day"/"... eve" and
+    ordinals ("3rd") stay dates."""
     word = tokens.lowers[i]
     if not word.isalpha():
         if category == "DATE":
             start, end = joined_run(text, tokens, i, runs)
-            return word[0].isalpha() or (end - start <= QUANTITY_LENGTH and QUANTITY.fullmatch(text, start, end) is not None)
+            return (
+                word[0].isalpha()
+                or _numbered_or_decimal(text, start)
+                or (end - start <= QUANTITY_LENGTH and QUANTITY.fullmatch(text, start, end) is not None)
+            )
         return category == "PHONE" and _phone_digits(text, tokens.starts[i], tokens.ends[i]) < MIN_PHONE_DIGITS
     if category == "PHONE":
         return True
     if word in default_dictionaries().words["month"] or word in HOLIDAYS:
         return False
     return not (i + 1 < len(tokens) and tokens.lowers[i + 1] in ("day", "days", "eve", "s") and len(tokens.gaps[i + 1]) <= 2)
+
+
+def _numbered_or_decimal(text: str, start: int) -> bool:
+    """Whether the number starting at `start` follows a number sign ("scale #4") or is a decimal
+    fraction without its leading zero ("from .431"): an item or a reading, never a date."""
+    before = text[max(0, start - 2) : start]
+    return before[-1:] == "#" or (before[-1:] == "." and not before[:1].isdigit())
 
 
 def _phone_digits(text: str, start: int, end: int) -> int:
@@ -527,11 +546,15 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
     """Whether token i, taken for a name, is a credential ("RN", "R.N."), a word of a contraction
     ("DON'T"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
     has its period: "I."), a letter of an abbreviation written with a slash or an ampersand ("d/t",
-    "D/C", "w/", "O&G"), or an English word in lower case in a Capitalising note (lower_case_word)."""
+    "D/C", "w/", "O&G"), a heading's letter in a note written in SOAP or DAR sections ("O: see
+    flowsheet", "A: Bronch done"), or an English word in lower case in a Capitalising note
+    (lower_case_word)."""
     word = tokens.words[i]
     if postprocess.CONTRACTION.match(text, tokens.ends[i]) or not word.isalpha():
         return True
-    if len(word) == 1 and (word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i)):
+    if len(word) == 1 and (
+        word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i) or _heading(text, tokens, i)
+    ):
         return True
     if word.islower() and capitalising(text) and lower_case_word(tokens, i):
         return True
@@ -547,6 +570,20 @@ def _slashed(tokens: Tokens, i: int) -> bool:
         return True
     joined = [k for k in (i - 1, i + 1) if 0 <= k < len(tokens.words) and tokens.gaps[max(i, k)] in ("/", "&")]
     return any(len(tokens.words[k]) == 1 and tokens.words[k].isalpha() for k in joined)
+
+
+def _heading(text: str, tokens: Tokens, i: int) -> bool:
+    """Whether one-letter token i opens a line as a section's heading: a letter of SOAP, SOAPIE or
+    DAR notes in a note that opens lines with two such letters or more, each with its punctuation
+    ("S:", "O-", "A.", "P)"); there the letter is a heading whatever follows it ("O PLS SEE
+    FLOWSHEET").  In other notes a letter opening a line may be an initial ("A. Smith")."""
+    return tokens.words[i] in SECTION_LETTERS and (i == 0 or "\n" in tokens.gaps[i]) and sectioned(text)
+
+
+@lru_cache(maxsize=64)
+def sectioned(text: str) -> bool:
+    """Whether a note opens lines with two different section letters or more (:func:`_heading`)."""
+    return len(set(SECTION_LETTER.findall(text))) > 1
 
 
 def a_unit(tokens: Tokens, i: int) -> bool:

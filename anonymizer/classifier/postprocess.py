@@ -28,7 +28,7 @@ import regex
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.resources import data_dir
-from anonymizer.vocabulary import name_words
+from anonymizer.vocabulary import drug_word, name_words
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -113,21 +113,21 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
         if word == "I" and after != ".":
             return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
-    if _common_as_written(word, tokens.lowers[i], dictionaries) or tokens.lowers[i] in dictionaries.words["med"] or _kinship(tokens, i):
+    lower = tokens.lowers[i]
+    if _common_as_written(word, lower, dictionaries) or lower in dictionaries.words["med"] or drug_word(lower) or kinship(tokens, i):
         return False
-    if not all_caps and word.isupper() and len(word) <= ABBREVIATION_LENGTH and tokens.lowers[i] not in name_words():
+    if not all_caps and word.isupper() and len(word) <= ABBREVIATION_LENGTH and lower not in name_words():
         return False  # in mixed case, capitals of a short word no name list holds: "Prakash NRIC", "TCU Wang", "DrNg MCR"
     if all_caps:
         # no capital tells a name from a word there: a listed given name, or a listed surname that
         # English does not use every day ("GOOD", "SMALL" are surnames too)
-        lower = tokens.lowers[i]
         return lower in dictionaries.words["first"] or (lower in dictionaries.words["last"] and not _frequent(lower, dictionaries))
     return word[0].isupper()
 
 
-def _kinship(tokens: Tokens, i: int) -> bool:
-    """Whether token i is a kinship or social word ("HB ANDREW", "DIL PAMELA", "FDW Siti"), the
-    "law" of "son-in-law" included: it names the relation, never the person."""
+def kinship(tokens: Tokens, i: int) -> bool:
+    """Whether token i is a kinship or social word ("HB ANDREW", "DIL PAMELA", "FDW Siti", "health
+    care PROXY"), the "law" of "son-in-law" included: it names the relation, never the person."""
     lower = tokens.lowers[i]
     return lower in CUES or (lower == "law" and i > 0 and tokens.lowers[i - 1] == "in" and tokens.gaps[i] == "-")
 
