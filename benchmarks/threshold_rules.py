@@ -43,6 +43,9 @@ def rates(tp: int, fp: int, fn: int) -> tuple[float, float]:
 
 
 def tie_rule(lowest: bool) -> Callable[[dict[float, tuple[int, int, int]]], float]:
+    """The highest recall with precision >= FLOOR, the lowest (or highest) threshold of a tie;
+    where no threshold keeps the floor, the highest threshold (the most precise)."""
+
     def choose(totals: dict[float, tuple[int, int, int]]) -> float:
         allowed = {th: rates(*c) for th, c in totals.items() if rates(*c)[1] >= FLOOR} or {max(totals): rates(*totals[max(totals)])}
         best = max(r for r, _ in allowed.values())

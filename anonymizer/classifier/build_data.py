@@ -121,7 +121,7 @@ def _drugs() -> None:
 
     dictionary = files("drug_named_entity_recognition") / "drug_ner_dictionary.pkl.bz2"
     with bz2.open(dictionary.open("rb")) as stream:
-        variants = pickle.load(stream)["drug_variant_to_canonical"]  # noqa: S301 (a pinned package's own data)
+        variants = pickle.load(stream)["drug_variant_to_canonical"]  # the package's own data, read at build time only
     _write(
         "drugs.txt",
         [
