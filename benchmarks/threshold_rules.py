@@ -13,8 +13,8 @@ K = 10 on two cores.
 
 Rules (each among the thresholds of anonymizer.scoring.CURVE_THRESHOLDS up to 0):
   lowest-of-tie   the highest recall with union precision >= 0.85, the lowest threshold of a tie
-                  (the rule that chose the shipped threshold: docs/accuracy.md)
-  highest-of-tie  the same recall, the highest threshold reaching it
+  highest-of-tie  the same recall, the highest threshold reaching it (the rule that chose the
+                  shipped threshold: docs/accuracy.md)
   best-f2         the best F2 (recall weighted four times precision)
 """
 

@@ -33,8 +33,9 @@ SETTLEMENT_WORDS = (" new town", " housing estate", " estate")
 
 
 def _ascii(name: str) -> str:
-    """'São Paulo' -> 'sao paulo': notes are typed without diacritics as often as with."""
-    return unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower().strip()
+    """'São Paulo' -> 'sao paulo', 'Gießen' -> 'giessen': notes are typed without diacritics as often as with."""
+    folded = name.replace("ß", "ss").replace("ẞ", "SS")
+    return unicodedata.normalize("NFKD", folded).encode("ascii", "ignore").decode().lower().strip()
 
 
 def _header(what: str) -> list[str]:

@@ -360,6 +360,28 @@ def test_a_drug_or_a_kinship_word_is_never_taken_for_a_name():
     assert not vetoed(text, tokens, tokens.words.index("Allegra"), "DOCTOR", None)  # a brand that is a given name too
 
 
+def test_a_count_is_never_taken_for_a_place():
+    text = "Wife called x2. Lives in Towson; moved to Q7"
+    tokens = Tokens.of(text)
+    assert vetoed(text, tokens, tokens.words.index("x2"), "LOCATION", None)
+    assert not vetoed(text, tokens, tokens.words.index("Towson"), "LOCATION", None)
+    assert not vetoed(text, tokens, tokens.words.index("Q7"), "LOCATION", None)  # a ward may be named so
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Family: Son, Ed, was updated", {"Ed"}),
+        ("Wife Jo called; husband Al visited", {"Jo", "Al"}),
+        ("son ED visit planned; dtr ed aware", set()),  # the department, in capitals or lower case
+    ],
+)
+def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expected):
+    tokens = Tokens.of(text)
+    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
+    assert {tokens.words[i] for i in added} == expected
+
+
 def test_a_drug_is_no_part_of_a_name():
     text = "Given Mesalamine supp. Aloe Vesta oint applied"
     tokens = Tokens.of(text)

@@ -56,6 +56,7 @@ HOLIDAYS = frozenset({
     "vesak", "passover", "yom", "kippur", "lunar",
 })
 UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
+COUNT = regex.compile(r"x\d{1,2}")  # "called x2", "X3 attempts": how many times, never a place
 # A section's letter opening a line, then its punctuation: "S:", "O-", "A.", "P)", "D:", "R:".
 SECTION_LETTERS = "SOAPIEDR"
 SECTION_LETTER = regex.compile(rf"(?m)^[ \t]*([{SECTION_LETTERS}])[ \t]*[:.)-]")
@@ -482,9 +483,9 @@ def vetoed(
     note that Capitalises names, such a word of any frequency: "Tan prefers"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
-    anonymizer.classifier.eponyms; "pt's"), a ward or a bed taken for a place ("Ward 7A"), what
-    cannot be a date or a phone (not_a_number), or a number the rules' context exceptions drop
-    ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
+    anonymizer.classifier.eponyms; "pt's"), a ward, a bed or a count taken for a place ("Ward 7A",
+    "called x2"), what cannot be a date or a phone (not_a_number), or a number the rules' context
+    exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)
         or (
@@ -493,7 +494,7 @@ def vetoed(
         )
         or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
-        or (category in postprocess.PLACE_CATEGORIES and a_unit(tokens, i))
+        or (category in postprocess.PLACE_CATEGORIES and (a_unit(tokens, i) or COUNT.fullmatch(tokens.lowers[i]) is not None))
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
 

@@ -27,7 +27,7 @@ import regex
 
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
-from anonymizer.resources import data_dir
+from anonymizer.resources import data_dir, read_word_list
 from anonymizer.vocabulary import drug_word, name_words
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
@@ -319,15 +319,25 @@ def _takes(flagged: Sequence[str | None], j: int, added: dict[int, str]) -> bool
     return j not in added and (flagged[j] is None or flagged[j] in RELABEL)
 
 
+@lru_cache(maxsize=1)
+def short_nicknames() -> frozenset[str]:
+    """Two-letter diminutives ("al", "ed", "jo"; rules/short_nicknames.txt): names only where
+    written as one right after a kinship word ("Son, Ed, visited")."""
+    return frozenset(read_word_list(data_dir("rules") / "short_nicknames.txt"))
+
+
 def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False, strict: bool = False) -> bool:
-    """Whether token j reads as a relative's name.  Capitalised in mixed case ("Mary"): not a
-    common English or clinical word.  In capitals or lower case, which say nothing: a first name
-    that is not a function word ("jenna", "DON"), a surname that is not common English, or a word
-    rare in English ("margo") that is neither as short as an abbreviation (three letters: "poa",
-    "PCP") nor has a verb's ending.
+    """Whether token j reads as a relative's name.  Capitalised ("Mary", "Ed"): a two-letter
+    diminutive (short_nicknames), or in mixed case a word that is not common English or clinical.
+    In capitals or lower case, which say nothing: a first name that is not a function word
+    ("jenna", "DON"), a surname that is not common English, or a word rare in English ("margo")
+    that is neither as short as an abbreviation (three letters: "poa", "PCP") nor has a verb's
+    ending.
     `first`: in capitals or lower case, first names only (a list's later names, after MOM);
     `strict`: first names and surnames only (a name's later words)."""
     word, lower = tokens.words[j], tokens.lowers[j]
+    if word.istitle() and lower in short_nicknames():
+        return True  # "Ed", where "ED" and "ed" are the department
     if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles() or lower in d.words["med"]:
         return False
     if word[0].isupper() and not word.isupper():

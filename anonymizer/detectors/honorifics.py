@@ -33,6 +33,8 @@ ASCII_SPACE = r"[\t\x0b\x0c ]"
 GAP = regex.compile(SPACE + "+")
 VOWEL = re.compile("[aeiouy]")
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
+# Between the names a plural title governs: "Drs Lee/Tan", "Drs. Smith & Jones", "Drs Ng, Ho and Lim".
+NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPACE}*")
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
 # or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
@@ -61,6 +63,7 @@ class Honorific:
     origin: str = ""  # the file that defines it
     glued: bool = False  # also written onto the name: "drTan", "DRNEO", "drchua"
     word: bool = False  # a whole English word ("general", "miss"): a period after it ends a sentence
+    plural: bool = False  # names a list ("Drs Lee/Tan"): each name after the first must look like one
 
 
 class HonorificDetector:
@@ -160,6 +163,21 @@ class HonorificDetector:
             end = self._name_end(first, tokens, honorific, strong, title)
             if end is not None and first is not None:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
+                if honorific.plural:
+                    spans += self._more_names(text, end, honorific, title)
+        return spans
+
+    def _more_names(self, text: str, end: int, honorific: Honorific, title: str) -> list[Span]:
+        """The further names of a plural title's list, joined by "/", "&", "," or "and": each
+        taken as after a weak title ("Drs Okafor/Pemberton"; not "Drs Lee and colleagues")."""
+        spans = []
+        while (join := NAME_LIST_JOIN.match(text, end)) is not None:
+            tokens = self._tokens(text, join.end())
+            first = next(tokens, None)
+            end = self._name_end(first, tokens, honorific, False, title)  # type: ignore[assignment]
+            if end is None or first is None:
+                break
+            spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
         return spans
 
     def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
@@ -273,7 +291,8 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
             )
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
         honorifics[name] = Honorific(
-            name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False)
+            name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False),
+            entry.get("plural", False),
         )
 
 

@@ -112,7 +112,8 @@ class ListDetector:
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
         if keys:
-            body = rf"(?<!\w){_trie_pattern(keys)}(?!\w)"
+            # A number may be glued after an entry, as a ward's or a floor's ("Quartermain7").
+            body = rf"(?<!\w){_trie_pattern(keys)}(?![^\W\d])"
             self._pattern, self._lower = re.compile("(?i)" + body), re.compile(body)
             # A match whose lower case differs from its entry's ("ſ" matches "s" ignoring case)
             # still gets a category: the highest-priority one of the lists.

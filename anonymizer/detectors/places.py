@@ -4,7 +4,8 @@ named after a state, and addresses.
 
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
-"transferred from", "resident of") or before ", <state>" ("Dayton, OH"); after a residence cue
+"transferred from", "resident of"), before ", <state>" ("Dayton, OH") or alone in brackets when it
+is no English word ("Dr Ng (Clementi)"); after a residence cue
 ("lives in", "moved to") also a state's postal code ("lives in DC") and a capitalised name that is
 no English word, a town too small for the list.  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
@@ -43,7 +44,9 @@ logger = logging.getLogger(__name__)
 NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
-TOWN_RUN = re.compile(rf"[a-z][a-z'’-]*(?:[ \t]+[a-z][a-z'’-]*){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
+# A word of a town's name, on the lower-cased note: letters of any script ("gießen", "são paulo").
+TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
+TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
@@ -54,6 +57,8 @@ STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
 CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
+# A town alone in brackets, Capitalised, as a referral names a GP's practice: "Dr Ng (Clementi)".
+BRACKETED = re.compile(r"\(([A-Z][a-z][^\W\d_]*(?:[ \t][A-Z][a-z][^\W\d_]*)?)\)")
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -170,7 +175,7 @@ class PlaceRules:
 
 
 class PlaceDetector:
-    """Flags towns after a cue or before a state, institutions before a suffix, universities
+    """Flags towns after a cue, before a state or in brackets, institutions before a suffix, universities
     named after a state, and addresses (streets, blocks, unit numbers, Singapore postcodes)."""
 
     def __init__(self, rules: PlaceRules) -> None:
@@ -196,7 +201,7 @@ class PlaceDetector:
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
-        word = r"([a-z][a-z'’-]*)"
+        word = f"({TOWN_WORD})"
         self._cue = re.compile(rf" (?:{_alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
@@ -255,6 +260,11 @@ class PlaceDetector:
         if any(stem in low for stem in self._residence_stems):
             for m in self._residence.finditer(low):
                 self._residence_place(text, caps, m.end(), spans)
+        if "(" in text:
+            for m in BRACKETED.finditer(text):
+                key = m[1].lower()
+                if key in self._towns and not self._rules.english(key):  # "(Clementi)", not "(Reading)" nor "(Bell)"
+                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_in_brackets"))
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "singapore" in low or "s(" in low:
