@@ -174,10 +174,11 @@ class HonorificDetector:
         while (join := NAME_LIST_JOIN.match(text, end)) is not None:
             tokens = self._tokens(text, join.end())
             first = next(tokens, None)
-            end = self._name_end(first, tokens, honorific, False, title)  # type: ignore[assignment]
-            if end is None or first is None:
+            name_end = self._name_end(first, tokens, honorific, False, title)
+            if name_end is None or first is None:
                 break
-            spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
+            spans.append(Span(first.start, name_end, honorific.category, self.name, honorific.name))
+            end = name_end
         return spans
 
     def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
