@@ -68,6 +68,9 @@ _LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
 _INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,3})[^\S\r\n]*\Z")
+# Initials of any case before a surname: "x w quek", "c.j. sng", "cj sng" (see StaffDirectory.initials).
+_ANY_INITIALS_BEFORE = re.compile(r"(?<![\w.])(?:[^\W\d_]\.?[^\S\r\n]?){1,3}[^\S\r\n]*\Z|(?<![\w.])[^\W\d_]{2,3}[^\S\r\n]+\Z")
+_LONE_WORDS = frozenset({"a", "i"})  # a single letter that is a word, never an initial alone
 
 
 def load_list_file(path: Path | str) -> list[str]:
@@ -231,6 +234,15 @@ class StaffDirectory:
         self._kinds = {p: "ambiguous" if p in self._ambiguous else "cased" if p in self._cased else "name" for p in self.parts}
         self._kinds.update(dict.fromkeys(self.glued, "glued"))
         self._kinds.update(self.anchors)
+        # Per part, the initials of the rest of each entry that holds it ("Quek Xiang Wen": "xw" and
+        # "x" for "quek"): initials in lower case are taken only where they are the entry's own.
+        self.initials: dict[str, set[str]] = {}
+        for entry in entries:
+            words = _PART.findall(entry.casefold())
+            for k, part in enumerate(words):
+                rest = "".join(w[0] for j, w in enumerate(words) if j != k)
+                if rest:
+                    self.initials.setdefault(part, set()).update({rest, rest[0]} - _LONE_WORDS)
         self._long = sorted(p for p in self.parts if len(p) > SHORT)  # compared approximately
         self._lengths = [len(p) for p in self._long]
         self._threshold = threshold
@@ -292,6 +304,7 @@ class StaffDirectory:
         spans = []
         for start, end, rule in names:
             start, end = self._initials(text, start, end, mixed)
+            start = self._own_initials(lower, start, end)
             near = lower[end : end + 9]  # a role's mark is within initials' reach, or there is none
             role = self._after.match(lower, end) if "(" in near or "/" in near or "," in near else None
             if role is not None and role.group("initials"):  # "toh lk (sr)", "LIEW M (cons)": the initials before the role
@@ -357,6 +370,21 @@ class StaffDirectory:
         if before is not None and self._are_initials(before.group(), mixed):
             start = before.start()
         return start, end
+
+    def _own_initials(self, lower: str, start: int, end: int) -> int:
+        """Where a name begins once the initials of its own entry written before it are taken, in
+        any case: "x w quek", "c.j. sng" for Quek Xiang Wen and Sng Cheng Jia ("a quek" stays)."""
+        own = self.initials.get(lower[start:end])
+        if not own or start == 0:
+            return start
+        before = _ANY_INITIALS_BEFORE.search(lower, start - 12 if start > 12 else 0, start)
+        if before is None:
+            return start
+        at = [before.start() + k for k, c in enumerate(before.group()) if c.isalpha()]
+        for k, position in enumerate(at):  # "d/w c j sng": the longest run of letters that is the entry's
+            if "".join(lower[p] for p in at[k:]) in own and (k == 0 or lower[position - 1] in " \t."):
+                return position
+        return start
 
     def _are_initials(self, written: str, mixed: bool) -> bool:
         if "." in written:

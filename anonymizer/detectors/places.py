@@ -390,6 +390,19 @@ class PlaceDetector:
                 spans.append(Span(start, state_end if rules.states_are_phi else end, "LOCATION", self.name, "town_before_state"))
                 return
 
+    def _town_before_suffix(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
+        """A written suffix in any case right after a town's name ("choa chu kang pc", "BEDOK
+        PC"): the town and the suffix are an institution, as "Bedok PC" is."""
+        tokens = _tokens_before(text, at, 3)
+        for n in range(len(tokens), 0, -1):
+            start = tokens[n - 1][0]
+            key = text[start : tokens[0][1]].lower()
+            capitalised = self._towns.get(key)
+            if capitalised is None or (capitalised and (caps or not text[start].isupper())):
+                continue
+            spans.append(Span(start, end, "HOSPITAL", self.name, "town_suffix"))
+            return
+
     # ---------------------------------------------------------------- institutions and streets
 
     def _anchored(self, text: str, caps: bool, m: re.Match[str], spans: list[Span]) -> None:
@@ -408,6 +421,8 @@ class PlaceDetector:
         elif anchor in self._lower_written_suffixes:
             if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
                 self._institution(text, caps, at, m.end("anchor"), False, spans)
+            elif text[at : m.end("anchor")].upper() not in self._codes:  # "concord nh" is a town and its state
+                self._town_before_suffix(text, caps, at, m.end("anchor"), spans)  # "tampines pc", "HOUGANG PC"
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
