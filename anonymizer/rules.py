@@ -8,8 +8,8 @@ install: a folder of its own holding any of the files below, named in the config
 
 Each file adds to the packaged one of the same name, read after it: ``patterns.toml``,
 ``dates.toml`` and ``context.toml`` their components, ``[[pattern]]`` and ``[[exception]]``
-blocks (anonymizer.detectors.pattern_rules), ``honorifics.toml`` its ``[[honorific]]`` blocks
-and ``stop_words``, ``common_words.txt`` and ``name_connectors.txt`` their words.  A name defined
+blocks (anonymizer.detectors.pattern_rules), ``honorifics.toml`` its ``[[honorific]]`` blocks,
+``role_titles`` and ``stop_words``, ``common_words.txt`` and ``name_connectors.txt`` their words.  A name defined
 twice is an error naming both files; any other ``.toml`` or ``.txt`` in the folder is an error too,
 so a misspelt file name cannot leave a hospital's rules silently unread.  The run's pipeline digest
 covers the extra files: changing one reprocesses the notes.

@@ -122,12 +122,14 @@ def test_a_duplicate_in_a_run_stops_it_with_exit_2(tmp_path: Path) -> None:
 
 
 def test_honorifics_and_word_lists_are_added_from_an_extra_folder(tmp_path: Path) -> None:
-    (tmp_path / "honorifics.toml").write_text('stop_words = ["ward"]\n[[honorific]]\nname = "sister"\ncategory = "NAME"\nstrong = true\n')
+    (tmp_path / "honorifics.toml").write_text(
+        'stop_words = ["ward"]\nrole_titles = ["sho"]\n[[honorific]]\nname = "sister"\ncategory = "NAME"\nstrong = true\n'
+    )
     (tmp_path / "name_connectors.txt").write_text("anak\n")
     pipeline = build_pipeline(DetectorsConfig(disabled=("record",)), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])
-    text = "Sister Lim anak Jugah reviewed. Sister ward round."
-    found = {text[s.start : s.end] for s in pipeline.rule_spans(text, empty_record("1")) if s.detector == "honorific"}
-    assert found == {"Lim anak Jugah"}
+    text = "Sister Lim anak Jugah reviewed. Sister ward round. SHO Brennan aware; SHO Review at 10."
+    found = {(text[s.start : s.end], s.category) for s in pipeline.rule_spans(text, empty_record("1")) if s.detector == "honorific"}
+    assert found == {("Lim anak Jugah", "NAME"), ("Brennan", "DOCTOR")}
     (tmp_path / "honorifics.toml").write_text('[[honorific]]\nname = "Mr"\ncategory = "NAME"\nstrong = true\n')
     with pytest.raises(ConfigError, match="honorific 'mr' is defined twice: in .*honorifics.toml and in"):
         build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from anonymizer.detectors.honorifics import entries
 from anonymizer.resources import data_dir
 from anonymizer.settings import ConfigError
 
@@ -78,8 +79,8 @@ def rule_names(rules_dir: Path, patterns: Collection[str] | None = None) -> dict
         from anonymizer.detectors.patterns import PatternDetector
 
         patterns = [rule.name for rule in PatternDetector.from_rules(Path(rules_dir)).rules]
-    honorifics = tomllib.loads((Path(rules_dir) / "honorifics.toml").read_text(encoding="utf-8"))
-    return {"regex": frozenset(patterns), "honorific": frozenset(h["name"] for h in honorifics.get("honorific", ()))}
+    honorifics = entries(tomllib.loads((Path(rules_dir) / "honorifics.toml").read_text(encoding="utf-8")))
+    return {"regex": frozenset(patterns), "honorific": frozenset(h["name"] for h in honorifics)}
 
 
 @lru_cache(maxsize=4)

@@ -27,6 +27,7 @@ import regex
 
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
+from anonymizer.detectors.honorifics import entries
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.vocabulary import drug_word, name_words
 
@@ -93,7 +94,7 @@ def _common_as_written(word: str, lower: str, dictionaries: Dictionaries) -> boo
 def titles() -> frozenset[str]:
     """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of it."""
     rules = tomllib.loads((data_dir("rules") / "honorifics.toml").read_text(encoding="utf-8"))
-    return frozenset(entry["name"].casefold() for entry in rules["honorific"])
+    return frozenset(entry["name"].casefold() for entry in entries(rules))
 
 
 def a_title(tokens: Tokens, i: int, category: str) -> bool:

@@ -24,7 +24,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, clinical_word, name_words, plain_word
+from anonymizer.vocabulary import ENGLISH, clinical_word, drug_word, name_words, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -64,6 +64,7 @@ class Honorific:
     glued: bool = False  # also written onto the name: "drTan", "DRNEO", "drchua"
     word: bool = False  # a whole English word ("general", "miss"): a period after it ends a sentence
     plural: bool = False  # names a list ("Drs Lee/Tan"): each name after the first must look like one
+    role: bool = False  # a clinician's role ("NP", "fellow"): only a Capitalised word that no dictionary holds is a name after it
 
 
 class HonorificDetector:
@@ -111,16 +112,17 @@ class HonorificDetector:
         rules = tomllib.loads(path.read_text(encoding="utf-8"))
         honorifics: dict[str, Honorific] = {}
         stop_words = list(rules["stop_words"])
-        _add_honorifics(honorifics, rules["honorific"], path)
+        _add_honorifics(honorifics, entries(rules), path)
         for folder in extra:
             path = folder / "honorifics.toml"
             if path.is_file():
                 added = read_toml(path)
                 if set(added) - EXTRA_HONORIFIC_KEYS:
                     raise ConfigError(
-                        f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)} (an extra file adds honorific and stop_words)"
+                        f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)}"
+                        " (an extra file adds honorific, role_titles and stop_words)"
                     )
-                _add_honorifics(honorifics, added.get("honorific", []), path)
+                _add_honorifics(honorifics, entries(added), path)
                 stop_words += added.get("stop_words", [])
 
         def words(name: str) -> list[str]:  # the packaged list, then the extra folders' ones
@@ -266,9 +268,13 @@ class HonorificDetector:
         """Whether the word after a weak title ("ms", "general"), or after a title in capitals in
         mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
-        else neither a common word nor an English word that no name list holds ("MS clears")."""
+        else neither a common word nor an English word that no name list holds ("MS clears").
+        After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway")."""
         if key in honorific.not_before:
             return False
+        if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
+            dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key)
+            return _capitalised(token.word) and key not in self._common and not dictionary_word
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():
@@ -276,7 +282,14 @@ class HonorificDetector:
         return key not in self._common and not plain_word(key, rank=None)
 
 
-EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "stop_words"})
+def entries(rules: dict) -> list[dict]:
+    """The [[honorific]] blocks of a parsed honorifics.toml, then one block per word of its
+    `role_titles` (a clinician's role written as a title: weak, a whole word, category DOCTOR)."""
+    roles = [{"name": r, "category": "DOCTOR", "strong": False, "word": True, "role": True} for r in rules.get("role_titles", ())]
+    return [*rules.get("honorific", ()), *roles]
+
+
+EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "role_titles", "stop_words"})
 
 
 def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], path: Path) -> None:
@@ -293,7 +306,7 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
         honorifics[name] = Honorific(
             name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False),
-            entry.get("plural", False),
+            entry.get("plural", False), entry.get("role", False),
         )
 
 
