@@ -237,12 +237,16 @@ class StaffDirectory:
         # Per part, the initials of the rest of each entry that holds it ("Quek Xiang Wen": "xw" and
         # "x" for "quek"): initials in lower case are taken only where they are the entry's own.
         self.initials: dict[str, set[str]] = {}
+        # Per part, the other parts of the entries that hold it: an ambiguous part written beside
+        # one of them is that name's ("DR SWEE HONG" for Ng Swee Hong, though "hong" is a word).
+        self.neighbours: dict[str, set[str]] = {}
         for entry in entries:
             words = _PART.findall(entry.casefold())
             for k, part in enumerate(words):
                 rest = "".join(w[0] for j, w in enumerate(words) if j != k)
                 if rest:
                     self.initials.setdefault(part, set()).update({rest, rest[0]} - _LONE_WORDS)
+                self.neighbours.setdefault(part, set()).update(w for j, w in enumerate(words) if j != k)
         self._long = sorted(p for p in self.parts if len(p) > SHORT)  # compared approximately
         self._lengths = [len(p) for p in self._long]
         self._threshold = threshold
@@ -270,6 +274,8 @@ class StaffDirectory:
         """DOCTOR spans for the note: `hits` are the directory's keys the lists' trie found in it."""
         names: list[tuple[int, int, str]] = []  # start, end, rule
         candidates: list[tuple[int, int, str, int]] = []  # words beside a title or a role, and where their name begins
+        taken: dict[int, tuple[int, str]] = {}  # the unambiguous parts taken: start -> end, part
+        pending: list[tuple[int, int, str]] = []  # ambiguous parts with no title, role or initials beside them
         mixed = not text.isupper()
         for start, end, key in hits:
             kind = self._kinds.get(key)
@@ -289,10 +295,15 @@ class StaffDirectory:
             elif kind != "ambiguous":
                 if kind != "cased" or not text[start].islower() or text.islower():
                     names.append((start, end, "doctor" if key in self._entries else "staff"))
+                    taken[start] = (end, key)
             elif self._after.match(lower, end) is not None:
                 names.append((start, end, "staff"))  # "Lee/ENT", "Lee (PT)", "LEE KH, resp"
             elif text[start].isupper() and self._initials(text, start, end, mixed) != (start, end):
                 names.append((start, end, "staff"))  # "Lim K.H.", "K.H. Lee", "Tan KH": initials show a person
+            else:
+                pending.append((start, end, key))
+        if pending and taken:
+            names += self._beside_own_parts(text, pending, taken)
         if candidates:
             close = self._close({w.casefold() for _, _, w, _ in candidates})
             parts = self.parts
@@ -311,6 +322,22 @@ class StaffDirectory:
                 end = role.end("initials")
             spans.append(Span(start, end, STAFF, source, rule))
         return spans
+
+    def _beside_own_parts(
+        self, text: str, pending: list[tuple[int, int, str]], taken: dict[int, tuple[int, str]]
+    ) -> list[tuple[int, int, str]]:
+        """The ambiguous parts written next to an unambiguous part of the same entry, across one
+        space or hyphen ("SWEE HONG", "NG SWEE"), as the record's names are taken together."""
+        ends = {end: (start, key) for start, (end, key) in taken.items()}
+        found = []
+        for start, end, key in pending:
+            near = self.neighbours.get(key, ())
+            after, before = taken.get(end + 1), ends.get(start - 1)
+            joined_after = after is not None and text[end] in " -" and after[1] in near
+            joined_before = before is not None and text[start - 1] in " -" and before[1] in near
+            if joined_after or joined_before:
+                found.append((start, end, "staff"))
+        return found
 
     def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str, int]]) -> None:
         """Add the word a title or a role stands beside: after "Dr", "RN", "Staff Nurse"; before

@@ -54,6 +54,7 @@ ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")
 UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
 BLOCK_WORDS = frozenset({"blk", "block"})
 STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
+CODE_AFTER = re.compile(r",[ \t]?([a-z]{2})(?![\w'’-])")  # a state's code after a town, on the lower-cased note
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
 CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
@@ -112,6 +113,7 @@ class PlaceRules:
     min_population_english: int
     cues: frozenset[str]
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
+    codes_not_after_town: frozenset[str]  # state codes that are English words: not taken in lower case after a town
     not_places: frozenset[str]
     states: dict[str, str]  # lower-case state name -> postal code
     states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
@@ -125,6 +127,8 @@ class PlaceRules:
     stop_words: frozenset[str]
     street_types: frozenset[str]
     street_abbreviations: frozenset[str]
+    street_abbreviations_in_capitals: frozenset[str]  # taken with a number only
+    street_abbreviations_titles: frozenset[str]  # also a title: taken after a name of everyday words only with a number
     street_prefixes: frozenset[str]
 
     @classmethod
@@ -154,6 +158,7 @@ class PlaceRules:
             min_population_english=towns["min_population_english"],
             cues=_words(towns["cues"]),
             residence_cues=_words(towns["residence_cues"]),
+            codes_not_after_town=_words(towns["codes_not_after_town"]),
             not_places=_words(towns["not_places"]),
             states=states,
             states_are_phi=bool(towns["states"]),
@@ -167,6 +172,8 @@ class PlaceRules:
             stop_words=_words(institutions["stop_words"]),
             street_types=_words(addresses["street_types"]),
             street_abbreviations=frozenset(addresses["street_abbreviations"]),
+            street_abbreviations_in_capitals=frozenset(addresses["street_abbreviations_in_capitals"]),
+            street_abbreviations_titles=frozenset(addresses["street_abbreviations_titles"]),
             street_prefixes=_words(addresses["street_prefixes"]),
         )
 
@@ -214,7 +221,7 @@ class PlaceDetector:
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
         anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
-        anchors |= {a.lower() for a in rules.street_abbreviations}
+        anchors |= {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
         self._anchor = re.compile(rf" (?P<anchor>{_alternation(anchors)})\.?(?![\w'’-])")
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
         self._street_prefix = re.compile(
@@ -229,6 +236,7 @@ class PlaceDetector:
         self._residence = re.compile(rf"(?<![\w-]){_alternation(rules.residence_cues)}[ \t]+")
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
         self._codes = frozenset(rules.states.values())
+        self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
 
 
     @classmethod
@@ -290,7 +298,10 @@ class PlaceDetector:
 
     def _state_after(self, low: str, end: int) -> int:
         """Where a town's name ends with the state written after it with no comma ("from Atlanta
-        Georgia", "to Kansas City Missouri")."""
+        Georgia", "to Kansas City Missouri"), or with its state's code after a comma in any case
+        ("in atlanta, wa", "IN DENVER, IA")."""
+        if (code := CODE_AFTER.match(low, end)) is not None and code[1] in self._codes_after_town:
+            return code.end(1)
         if (first := WORD_AFTER.match(low, end)) is None:
             return end
         if first[1] in self._rules.states:
@@ -426,8 +437,11 @@ class PlaceDetector:
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
-        elif not caps and text[at : m.end("anchor")] in rules.street_abbreviations and not NAME_AFTER.match(text, m.end()):
-            self._street(text, caps, at, m.end(), spans)  # "Elm St", but not "St John's wort", "ST elevation"
+        elif not caps and (written := text[at : m.end("anchor")]) in rules.street_abbreviations and not NAME_AFTER.match(text, m.end()):
+            # "Elm St", but not "St John's wort", "ST elevation"; "Holland Dr", but not "Dear Dr,"
+            self._street(text, caps, at, m.end(), spans, titled=written in rules.street_abbreviations_titles)
+        elif text[at : m.end("anchor")] in rules.street_abbreviations_in_capitals:
+            self._street(text, True, at, m.end(), spans, titled=True)  # with a number only ("TAMPINES AVE 4")
 
     def _name_before(self, text: str, caps: bool, end: int) -> list[tuple[int, int, str]]:
         """The capitalised words that end at `end`, nearest first, on one line and with no
@@ -545,10 +559,15 @@ class PlaceDetector:
             return []
         return name
 
-    def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
+    def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span], titled: bool = False) -> None:
+        """The street whose type or abbreviation is at `at`, with its house or street number; with
+        `titled` (an abbreviation that is also a title or an abbreviation in capitals) a name of
+        everyday words needs a street number after it."""
         rules = self._rules
-        name = [(s, e) for s, e, word in self._name_before(text, caps, at) if word not in rules.departments and word not in rules.generic]
-        if not name:
+        skipped = rules.departments | rules.generic
+        words = [(s, e, word) for s, e, word in self._name_before(text, caps, at) if word not in skipped]
+        name = [(s, e) for s, e, _ in words]
+        if not name or (titled and all(w in rules.everyday for *_, w in words) and AFTER_NUMBER.match(text, end) is None):
             return
         start = name[-1][0]
         segment = text[max(0, start - 16) : start]
