@@ -150,6 +150,8 @@ class HonorificDetector:
                 continue
             title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
+            if honorific.role and (all_caps or not text[match.end() : match.end() + 1].isupper()):
+                continue  # after a role only a Capitalised word in mixed-case text is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
             first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
