@@ -237,6 +237,7 @@ class PlaceDetector:
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
         self._codes = frozenset(rules.states.values())
         self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
+        self._not_street_names = rules.departments | rules.generic  # words a street's name leaves out
 
 
     @classmethod
@@ -564,8 +565,7 @@ class PlaceDetector:
         `titled` (an abbreviation that is also a title or an abbreviation in capitals) a name of
         everyday words needs a street number after it."""
         rules = self._rules
-        skipped = rules.departments | rules.generic
-        words = [(s, e, word) for s, e, word in self._name_before(text, caps, at) if word not in skipped]
+        words = [(s, e, word) for s, e, word in self._name_before(text, caps, at) if word not in self._not_street_names]
         name = [(s, e) for s, e, _ in words]
         if not name or (titled and all(w in rules.everyday for *_, w in words) and AFTER_NUMBER.match(text, end) is None):
             return
