@@ -564,17 +564,15 @@ class PlaceDetector:
         """The street whose type or abbreviation is at `at`, with its house or street number; with
         `titled` (an abbreviation that is also a title or an abbreviation in capitals) a name of
         everyday words needs a street number after it."""
-        rules = self._rules
-        words = [(s, e, word) for s, e, word in self._name_before(text, caps, at) if word not in self._not_street_names]
-        name = [(s, e) for s, e, _ in words]
-        if not name or (titled and all(w in rules.everyday for *_, w in words) and AFTER_NUMBER.match(text, end) is None):
+        words = [word for word in self._name_before(text, caps, at) if word[2] not in self._not_street_names]
+        after = AFTER_NUMBER.match(text, end)
+        if not words or (titled and after is None and all(w in self._rules.everyday for *_, w in words)):
             return
-        start = name[-1][0]
+        start = words[-1][0]
         segment = text[max(0, start - 16) : start]
         before = segment.rstrip(" \t")
         last = before.rsplit(None, 1)[-1] if before.strip() else ""
         house = bool(last) and HOUSE_NUMBER.fullmatch(last) is not None
-        after = AFTER_NUMBER.match(text, end)
         if caps and not house and after is None:
             return  # in capitals "FLUIDS ROAD" could be anything
         if house:
