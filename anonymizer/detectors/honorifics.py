@@ -150,6 +150,8 @@ class HonorificDetector:
                 continue
             title = text[match.start("title") : match.end("title")]
             honorific = self._honorifics[title.casefold()]
+            if match.group("colon") is not None and not honorific.role:
+                continue  # "MS: alert", "Dr: " : a colon after a title labels a section, not a name
             if honorific.role and (all_caps or not text[match.end() : match.end() + 1].isupper()):
                 continue  # after a role only a Capitalised word in mixed-case text is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
@@ -313,10 +315,11 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
 
 
 def _title_pattern(titles: str, space: str, glued: str, letter: str) -> str:
-    """A title not inside a word nor after a slash or a plus, then a period or a space: "Dr.Tan",
-    "Dr. Tan", "Dr Tan"; or a glued title right before a letter ("drTan"), which
+    """A title not inside a word nor after a slash or a plus, then a period, a colon or a space:
+    "Dr.Tan", "Dr. Tan", "Dr Tan", "Attending: Quimby" (a colon only after a role, as a sign-out
+    labels its clinicians); or a glued title right before a letter ("drTan"), which
     :meth:`HonorificDetector._glued` checks.  After a plus it is a grade's finding ("3-4+MR")."""
-    return rf"(?<![\w/+])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
+    return rf"(?<![\w/+])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|(?P<colon>:){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
 
 
 def _capitalised(word: str) -> bool:

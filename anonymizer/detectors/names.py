@@ -8,7 +8,10 @@ compared only in the first of the patient's notes that uses it, in one rapidfuzz
 The names and the relatives detectors share one tokenisation of each note (:meth:`RecordNames.pair`).
 
 A one-letter token of the record (an initial, the "O" of O'Neill) is taken only next to another of
-its names ("W X Tan"), never alone: "c/o", "O/E".
+its names ("W X Tan") or as the name after a patient's title ("Mrs S.", "mr I has"), never alone:
+"c/o", "O/E", "MS S/P".  A name split by a space is the name too, where its parts written
+together are a record token but for one edit and closer to it than the first part alone
+("Bweighou se" for Bweighouse; not "Des more" for Desmond).
 
 A variant that is also a common word ("morning" or "running" for Manning) is taken only where
 it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
@@ -71,6 +74,11 @@ STATUS_SUBJECT = regex.compile(
     r"refused|feels|felt|slept|tolerated|ambulated|denies|denied|agreeable|comfortable|remains|cooperative|alert{_S}+and)\b)"
 )
 TITLES = frozenset("mdm mr mrs ms miss dr prof sn ssn rn en pt madam sir".split())  # a title opens a line, not a name
+PATIENT_TITLES = frozenset("mdm mr mrs ms miss madam".split())  # a patient's initial follows these ("Mrs S.")
+TITLE_GAP = regex.compile(r"\.?[ \t]{1,2}")  # between such a title and the initial
+INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
+SPLIT_START = 3  # the letters a split name's first part has at least ("Bweighou se")
+SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
 
 
 def _line_starts(text: str) -> Iterable[int]:
@@ -218,18 +226,19 @@ class RecordNames:
         if self._field == "names" and self._nicknames is not None:
             worded |= self._nicknames.shortened(getattr(record, self._field), tokens)
         variants = Variants(long, self._threshold) if long else None
-        return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded
+        starts = frozenset(t[:k] for t in long for k in range(SPLIT_START, len(t)))
+        return frozenset(tokens), short | nicknames, variants, frozenset(t[0] for t in tokens), worded, starts
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         spans = self._matched(text, record)
         if self._field != "names" or "\n" not in text or not record.names:
             return spans
-        tokens, exact, _, _, worded = self._index(record)
+        tokens, exact, _, _, worded, _ = self._index(record)
         subjects = self._subjects(text, record, tokens, exact | worded)
         return spans + [s for s in subjects if not any(t.start <= s.start < t.end for t in spans)] if subjects else spans
 
     def _matched(self, text: str, record: PatientRecord) -> list[Span]:
-        tokens, exact, variants, initials, worded = self._index(record)
+        tokens, exact, variants, initials, worded, starts = self._index(record)
         if not exact and variants is None:
             return []
         words = self._words.words(text)
@@ -237,10 +246,16 @@ class RecordNames:
         if variants is not None:
             hits |= variants.among(words)
         cased = worded.intersection(words)
-        if not hits and not cased:
+        heads = (hits - tokens) | starts.intersection(words)  # a split name's first part: a variant or a token's start
+        titled = self._field == "names" and not initials.isdisjoint(words) and not PATIENT_TITLES.isdisjoint(words)
+        if not hits and not cased and not heads and not titled:
             return []
         matches = self._words.spans(text)
         flagged = [w in hits for _, _, w in matches]
+        if heads:
+            self._add_split(text, matches, flagged, heads, tokens)
+        if titled:
+            self._add_titled_initials(text, matches, flagged, initials)
         if cased:
             self._add_worded(text, matches, flagged, cased)
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
@@ -320,6 +335,46 @@ class RecordNames:
                     flagged[i] = True
                 previous = i if flagged[i] else None
 
+    def _add_split(
+        self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], heads: set[str], tokens: frozenset[str]
+    ) -> None:
+        """Flag a record name split by a space ("Bweighou se", "Przy bylo"): a word that starts a
+        long token of the record or is a variant of one, and the next word, where the two written
+        together are the token but for one edit, pass the ratio test and come closer to it than
+        the first word alone."""
+        long = [t for t in tokens if len(t) > SHORT]
+        for i in range(len(matches) - 1):
+            (_, end, first), (after, _, second) = matches[i], matches[i + 1]
+            if first not in heads or first in tokens or flagged[i + 1] or text[end:after] != " ":
+                continue
+            joined = first + second
+            for token in long:
+                together = Levenshtein.distance(joined, token)
+                if (
+                    together <= SPLIT_EDITS
+                    and together / min(len(joined), len(token)) < self._threshold
+                    and together < Levenshtein.distance(first, token)
+                ):
+                    flagged[i] = flagged[i + 1] = True
+                    break
+
+    def _add_titled_initials(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], initials: frozenset[str]) -> None:
+        """Flag an initial of the record's names written as the name after a patient's title
+        ("Mrs S.", "mr I has"), not one opening an abbreviation ("MS S/P", "Mr A&O") nor one
+        before another initial or a Capitalised name ("Mr H S Zhang" may be a relative)."""
+        uniform = text.islower() or text.isupper()
+        for i in range(1, len(matches)):
+            start, end, word = matches[i]
+            if flagged[i] or len(word) != 1 or word not in initials or matches[i - 1][2] not in PATIENT_TITLES:
+                continue
+            if not (text[start].isupper() or uniform) or not TITLE_GAP.fullmatch(text, matches[i - 1][1], start):
+                continue
+            if end < len(text) and text[end] not in INITIAL_END:
+                continue
+            following = matches[i + 1] if i + 1 < len(matches) else None  # another initial or a name: someone else's
+            if following is None or not (len(following[2]) == 1 or (not uniform and text[following[0]].isupper())):
+                flagged[i] = True
+
     def _add_worded(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], cased: frozenset[str]) -> None:
         """Flag the nicknames that are also English words where written as names: capitalised, not
         at a sentence's start and not in a capitals-only stretch ("Will", not "WILL" nor a
@@ -363,8 +418,9 @@ class RecordNames:
 
 
 # What a record turns into: its tokens, the words matched exactly (short tokens and nicknames),
-# the matcher of spelling variants, the initials, and the nicknames that are English words.
-_Index = tuple[frozenset[str], frozenset[str], "Variants | None", frozenset[str], frozenset[str]]
+# the matcher of spelling variants, the initials, the nicknames that are English words, and the
+# starts of its long tokens (a name split by a space).
+_Index = tuple[frozenset[str], frozenset[str], "Variants | None", frozenset[str], frozenset[str], frozenset[str]]
 
 
 class Variants:
