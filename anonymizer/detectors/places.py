@@ -37,7 +37,7 @@ from typing import Iterable
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import ENGLISH
+from anonymizer.vocabulary import ENGLISH, clinical_word, plain_word
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ class PlaceRules:
     suffixes: frozenset[str]
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
     bare_suffixes: frozenset[str]  # left out of the name's span
+    named_suffixes: frozenset[str]  # everyday words too: the name needs a word no dictionary holds
     written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     jurisdictions: frozenset[str]  # "National Heart Centre": the department is an institution's
@@ -165,6 +166,7 @@ class PlaceRules:
             suffixes=_words(institutions["suffixes"]),
             prefixes=_words(institutions["prefixes"]),
             bare_suffixes=_words(institutions["bare_suffixes"]),
+            named_suffixes=_words(institutions["named_suffixes"]),
             written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             jurisdictions=_words(institutions["jurisdictions"]),
@@ -521,6 +523,12 @@ class PlaceDetector:
         words = [w for _, _, w in name if w not in CONNECTORS]
         if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
+        if " ".join(text[end:stop].lower().split()) in rules.named_suffixes and not any(
+            (w in self._towns or not (w in rules.everyday or plain_word(w, rank=None) or clinical_word(w)))
+            and (caps or not text[s:e].isupper())
+            for s, e, w in name
+        ):
+            return False  # "Surgeon General", "MICU General", "SKIN INTACT GENERAL"; "Lowell General" stays
         after = WORD_AFTER.match(text, stop)
         second = WORD_AFTER.match(text, after.end()) if after is not None and after[0][-1] not in ",;:" else None
         if after is not None and second is not None and f"{after[1]} {second[1]}".lower() in self._towns:
@@ -547,7 +555,7 @@ class PlaceDetector:
             token = text[start:stop]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
-            if key in rules.stop_words or bare in rules.stop_words or key in rules.suffixes:
+            if key in rules.stop_words or bare in rules.stop_words or (key in rules.suffixes and key not in rules.named_suffixes):
                 break
             if token[-1] in ",;:()":
                 break
