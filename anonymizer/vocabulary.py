@@ -86,6 +86,28 @@ def drug_word(word: str) -> bool:
     return word in drug_names() and word not in name_words()
 
 
+@lru_cache(maxsize=1)
+def calendar_words() -> frozenset[str]:
+    """Month and weekday names and their abbreviations, lower-cased (anonymizer/classifier/data/months.txt)."""
+    return frozenset(w.casefold() for w in read_word_list(CLASSIFIER_DATA / "months.txt"))
+
+
+INFLECTIONS = ("ed", "d", "ing")  # what a verb adds to its stem ("suctioned", "paged", "turning")
+MIN_STEM = 4
+
+
+def inflected_word(word: str) -> bool:
+    """Whether a lower-cased word no name list holds is an English or clinical word's past or
+    present participle ("suctioned", "extubated"), which no dictionary lists as such."""
+    if word in name_words():
+        return False
+    for suffix in INFLECTIONS:
+        stem = word[: -len(suffix)]
+        if word.endswith(suffix) and len(stem) >= MIN_STEM and (plain_word(stem, rank=None) or clinical_word(stem)):
+            return True
+    return False
+
+
 def never_a_name(word: str) -> bool:
     """Whether the classifier may never take a lower-cased word for a name: an ordinary English,
     clinical or drug word that no name list holds."""

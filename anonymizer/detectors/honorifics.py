@@ -24,7 +24,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, clinical_word, drug_word, name_words, plain_word
+from anonymizer.vocabulary import ENGLISH, calendar_words, clinical_word, drug_word, inflected_word, name_words, plain_word
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -50,6 +50,7 @@ class Token(NamedTuple):
     word: str
     dotted: bool
     connector: bool
+    numbered: bool = False  # a number follows after spaces ("Dec 2017"): a calendar word there starts a date
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,8 @@ class HonorificDetector:
             honorific = self._honorifics[title.casefold()]
             if match.group("colon") is not None and not honorific.role:
                 continue  # "MS: alert", "Dr: " : a colon after a title labels a section, not a name
+            if honorific.role and match.group("dot") is not None:
+                continue  # "by RN and RT. Transfused": a period after a role ends its sentence
             if honorific.role and (all_caps or not text[match.end() : match.end() + 1].isupper()):
                 continue  # after a role only a Capitalised word in mixed-case text is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
@@ -224,8 +227,9 @@ class HonorificDetector:
                 break
             connector = match.re is self._connector
             dotted = not connector and match.group("dot") is not None
-            yield Token(match.start(), match.end("word"), match.group("word"), dotted, connector)
             gap = (DOTTED_GAP if dotted else GAP).match(text, match.end())
+            numbered = gap is not None and text[gap.end() : gap.end() + 1].isdigit()
+            yield Token(match.start(), match.end("word"), match.group("word"), dotted, connector, numbered)
             if gap is None:
                 break
             pos = gap.end()
@@ -249,6 +253,8 @@ class HonorificDetector:
                 continue
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
+            if has_word and token.numbered and key in calendar_words():
+                break  # "Signed: Nurse Pang Dec 2017", "Dr Lim July 19th": a date follows the name
             if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
@@ -277,7 +283,7 @@ class HonorificDetector:
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
-            dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key)
+            dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key) or inflected_word(key)
             return _capitalised(token.word) and key not in self._common and not dictionary_word
         if _capitalised(title) and _capitalised(token.word):
             return True

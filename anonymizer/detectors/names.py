@@ -45,7 +45,7 @@ from rapidfuzz.distance import Levenshtein
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import CLASSIFIER_DATA, never_a_name
+from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, never_a_name
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
@@ -118,7 +118,7 @@ class Nicknames:
         english = [w for w in read_word_list(CLASSIFIER_DATA / "english.txt")[:WORD_RANK] if w not in given]
         nicknames = cls(read_word_list(path), common | frozenset(english))
         nicknames.frequent = frozenset(read_word_list(CLASSIFIER_DATA / "english.txt")[:LINE_RANK])
-        nicknames.calendar = frozenset(w.casefold() for w in read_word_list(CLASSIFIER_DATA / "months.txt"))
+        nicknames.calendar = calendar_words()
         return nicknames
 
     def shortened(self, values: Iterable[str], tokens: Iterable[str]) -> frozenset[str]:
