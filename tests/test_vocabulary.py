@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from anonymizer.vocabulary import clinical_word, drug_word, english_rank, name_words, plain_word
+from anonymizer.vocabulary import calendar_words, clinical_word, drug_word, english_rank, inflected_word, name_words, plain_word
 
 
 @pytest.mark.parametrize("word", ["visited", "aunt", "supportive", "grandson"])
@@ -51,3 +51,18 @@ def test_drug_names(word: str) -> None:
 def test_names_and_other_words_are_no_drug_names(word: str) -> None:
     """A brand that a name list holds ("Allegra") stays a possible name."""
     assert not drug_word(word)
+
+
+@pytest.mark.parametrize("word", ["suctioned", "extubated", "turning"])
+def test_participles_of_dictionary_words(word: str) -> None:
+    assert inflected_word(word)
+
+
+@pytest.mark.parametrize("word", ["ahmed", "hughes", "brennan", "okonjo", "reed", "sterling"])
+def test_names_and_short_stems_are_no_participles(word: str) -> None:
+    assert not inflected_word(word)
+
+
+def test_calendar_words_hold_months_weekdays_and_their_abbreviations() -> None:
+    assert {"december", "dec", "thurs", "sun"} <= calendar_words()
+    assert "tan" not in calendar_words()
