@@ -15,7 +15,10 @@ words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polycl
 word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from" or
 a comma that are not all everyday ones ("harmony nursing home"); the name is flagged with its
 suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
-number before and a number after ("Blk 123A Bedok North St 4").
+number before and a number after ("Blk 123A Bedok North St 4"); an abbreviated type before a
+capitalised name only with the house number ("100 Main St. Boston").  An address's last line is a
+state's code in capitals and a ZIP code, with the town before it ("Quincy MA 02169"), and an
+apartment or suite its number ("Apt 3B").
 
 The per-note path is a few regexes that each start with a literal character (a space, a comma, a
 "#"), which the engine finds fast, and set lookups; Python works only on their hits, on a few
@@ -63,6 +66,9 @@ BRACKETED = re.compile(r"\(([A-Z][a-z][^\W\d_]*(?:[ \t][A-Z][a-z][^\W\d_]*)?)\)"
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
+APARTMENT = re.compile(r"(?:apt|suite)\.?[ \t]{0,2}#?[ \t]{0,2}\d{1,5}[a-z]?(?![\w/.-])")  # "Apt 3B", "Suite #200"
+ZIP_DIGITS = re.compile(r"\d{5}")  # what a ZIP code needs: most notes have no five digits in a row
+ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
 UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/.\d-])")  # "#05-67"
 POSTAL = re.compile(r"singapore[ \t]*\(?[ \t]*\d{6}\b\)?|s[ \t]?\(\d{6}\)")  # "Singapore 461123", "S(461123)"
 BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 2" is a heart block)
@@ -215,6 +221,13 @@ class PlaceDetector:
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
         self._state = re.compile(rf",[ \t]?{_alternation([*rules.states.values(), *variants])}(?![\w-])")
+        # A state's code in capitals and a ZIP code ("Quincy MA 02169", "Boston, MA 02114-2696"):
+        # an address's last line, with or without the comma, in any note; not the codes that are
+        # words ("IN 25000 UNITS") nor before a unit.
+        codes = [c for c in rules.states.values() if c.lower() not in rules.codes_not_after_town]
+        self._zip = re.compile(
+            rf"(?:,[ \t]?|[ \t])({_alternation(codes)})[ \t]{{1,2}}\d{{5}}(?:-\d{{4}})?(?![\w-])(?![ \t]*(?i:units?|u|mg|mcg|ml|cc|iu)\b)"
+        )
         # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
         self._state_name = re.compile(rf",[ \t]?{_alternation(n.upper() for n in rules.states)}(?![\w-])")
         # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
@@ -266,6 +279,11 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
+        if ZIP_DIGITS.search(text):
+            for m in self._zip.finditer(text):
+                spans.append(Span(m.start(1), m.end(), "LOCATION", name, "zip_code"))
+                if not self._town_before_state(text, m.start(), m.start(1), spans):
+                    self._town_before_zip(text, m.start(), spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
         if any(stem in low for stem in self._residence_stems):
@@ -278,6 +296,9 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_in_brackets"))
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
+        if "apt" in low or "suite" in low:
+            found = [m for m in APARTMENT.finditer(low) if _starts_word(low, m.start())]
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "apartment") for m in found]
         if "singapore" in low or "s(" in low:
             for m in POSTAL.finditer(low):
                 if _starts_word(low, m.start()):
@@ -391,9 +412,9 @@ class PlaceDetector:
             spans.append(Span(start, end, "LOCATION", self.name, "town_after_cue"))
             return
 
-    def _town_before_state(self, text: str, comma: int, state_end: int, spans: list[Span]) -> None:
+    def _town_before_state(self, text: str, comma: int, state_end: int, spans: list[Span]) -> bool:
         """"Dayton, OH", "Rockport, Maine": the town before a state, with the state where states
-        are PHI (rules/places.toml's `states`)."""
+        are PHI (rules/places.toml's `states`).  Whether there was one."""
         rules = self._rules
         tokens = _tokens_before(text, comma, 3)
         for n in range(len(tokens), 0, -1):
@@ -402,7 +423,20 @@ class PlaceDetector:
             people = rules.places.get(key)
             if people is not None and people >= rules.min_population and key not in rules.not_places:
                 spans.append(Span(start, state_end if rules.states_are_phi else end, "LOCATION", self.name, "town_before_state"))
-                return
+                return True
+        return False
+
+    def _town_before_zip(self, text: str, at: int, spans: list[Span]) -> None:
+        """The capitalised words before a state and its ZIP code that no list has ("Smalltown, NH
+        03801"): a town for the address's last line, unless they are everyday words ("Box 12")."""
+        words = []
+        for start, end in _tokens_before(text, at, 3):
+            word = text[start:end]
+            if not (word[0].isupper() and word.isalpha()) or word.lower() in self._rules.everyday:
+                break
+            words.append((start, end))
+        if words:
+            spans.append(Span(words[-1][0], words[0][1], "LOCATION", self.name, "town_before_zip"))
 
     def _town_before_suffix(self, text: str, caps: bool, at: int, end: int, spans: list[Span]) -> None:
         """A written suffix in any case right after a town's name ("choa chu kang pc", "BEDOK
@@ -432,7 +466,7 @@ class PlaceDetector:
             found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), anchor in rules.bare_suffixes, spans)
             if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
                 self._name_after(text, caps, at, m.end("anchor"), anchor in rules.suffixes, spans)
-        elif anchor in self._lower_written_suffixes:
+        elif anchor in self._lower_written_suffixes and not ZIP_AFTER.match(text, m.end("anchor")):  # "NH 03801": the state
             if not caps and text[at : m.end("anchor")] in self._written_suffixes:  # "Bedok PC", never "pc" or "PT ON PC"
                 self._institution(text, caps, at, m.end("anchor"), False, spans)
             elif text[at : m.end("anchor")].upper() not in self._codes:  # "concord nh" is a town and its state
@@ -440,9 +474,12 @@ class PlaceDetector:
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
-        elif not caps and (written := text[at : m.end("anchor")]) in rules.street_abbreviations and not NAME_AFTER.match(text, m.end()):
-            # "Elm St", but not "St John's wort", "ST elevation"; "Holland Dr", but not "Dear Dr,"
-            self._street(text, caps, at, m.end(), spans, titled=written in rules.street_abbreviations_titles)
+        elif not caps and (written := text[at : m.end("anchor")]) in rules.street_abbreviations:
+            # "Elm St", but not "St John's wort", "ST elevation"; "Holland Dr", but not "Dear Dr,".
+            # Before a capitalised name only with a house number ("100 Main St. Boston"), and never a title.
+            titled = written in rules.street_abbreviations_titles
+            if not (named := NAME_AFTER.match(text, m.end()) is not None) or not titled:
+                self._street(text, caps, at, m.end(), spans, titled=titled, needs_house=named)
         elif text[at : m.end("anchor")] in rules.street_abbreviations_in_capitals:
             self._street(text, True, at, m.end(), spans, titled=True)  # with a number only ("TAMPINES AVE 4")
 
@@ -568,10 +605,10 @@ class PlaceDetector:
             return []
         return name
 
-    def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span], titled: bool = False) -> None:
+    def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span], titled: bool = False, needs_house: bool = False) -> None:
         """The street whose type or abbreviation is at `at`, with its house or street number; with
         `titled` (an abbreviation that is also a title or an abbreviation in capitals) a name of
-        everyday words needs a street number after it."""
+        everyday words needs a street number after it; with `needs_house`, a house number before it."""
         words = [word for word in self._name_before(text, caps, at) if word[2] not in self._not_street_names]
         after = AFTER_NUMBER.match(text, end)
         if not words or (titled and after is None and all(w in self._rules.everyday for *_, w in words)):
@@ -581,8 +618,8 @@ class PlaceDetector:
         before = segment.rstrip(" \t")
         last = before.rsplit(None, 1)[-1] if before.strip() else ""
         house = bool(last) and HOUSE_NUMBER.fullmatch(last) is not None
-        if caps and not house and after is None:
-            return  # in capitals "FLUIDS ROAD" could be anything
+        if (caps or needs_house) and not house and after is None:
+            return  # in capitals "FLUIDS ROAD" could be anything; "St John's" is a saint
         if house:
             start -= len(segment) - len(before) + len(last)
         if after is not None:
