@@ -560,7 +560,7 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
     if word.islower() and capitalising(text) and lower_case_word(tokens, i):
         return True
     start, end = joined_run(text, tokens, i, runs)
-    return text[start:end].replace(".", "").lower() in postprocess.CREDENTIALS
+    return text[start:end].replace(".", "").lower() in postprocess.credentials()
 
 
 def _slashed(tokens: Tokens, i: int) -> bool:

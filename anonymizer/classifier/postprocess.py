@@ -60,10 +60,6 @@ SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
-# Professional credentials after a signature's name ("Jean Tan, RN", "R.N.", "RRT"): never a name.
-CREDENTIALS = frozenset({
-    "rn", "rrt", "lpn", "cna", "np", "msw", "licsw", "lcsw", "slp", "crna", "bsn", "msn", "ccrn", "rd", "md", "phd", "pharmd",
-})
 # A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
 # ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
@@ -93,8 +89,19 @@ def _common_as_written(word: str, lower: str, dictionaries: Dictionaries) -> boo
 @lru_cache(maxsize=1)
 def titles() -> frozenset[str]:
     """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of it."""
-    rules = tomllib.loads((data_dir("rules") / "honorifics.toml").read_text(encoding="utf-8"))
-    return frozenset(entry["name"].casefold() for entry in entries(rules))
+    return frozenset(entry["name"].casefold() for entry in entries(_honorific_rules()))
+
+
+@lru_cache(maxsize=1)
+def credentials() -> frozenset[str]:
+    """The professional credentials of rules/honorifics.toml, after a signature's name ("Jean Tan,
+    RN", "R.N.", "RRT"): never a name."""
+    return frozenset(_honorific_rules()["credentials"])
+
+
+@lru_cache(maxsize=1)
+def _honorific_rules() -> dict:
+    return tomllib.loads((data_dir("rules") / "honorifics.toml").read_text(encoding="utf-8"))
 
 
 def a_title(tokens: Tokens, i: int, category: str) -> bool:
@@ -105,7 +112,7 @@ def a_title(tokens: Tokens, i: int, category: str) -> bool:
 
 def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
-    if not word.isalpha() or tokens.lowers[i] in titles() or tokens.lowers[i] in CREDENTIALS or CONTRACTION.match(text, tokens.ends[i]):
+    if not word.isalpha() or tokens.lowers[i] in titles() or tokens.lowers[i] in credentials() or CONTRACTION.match(text, tokens.ends[i]):
         return False
     if len(word) == 1:
         # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
