@@ -42,6 +42,9 @@ NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPA
 WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
+SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
+
+
 class Token(NamedTuple):
     """A word or a connector in the run that follows a title."""
 
@@ -155,8 +158,8 @@ class HonorificDetector:
                 continue  # "MS: alert", "Dr: " : a colon after a title labels a section, not a name
             if honorific.role and match.group("dot") is not None:
                 continue  # "by RN and RT. Transfused": a period after a role ends its sentence
-            if honorific.role and (all_caps or not text[match.end() : match.end() + 1].isupper()):
-                continue  # after a role only a Capitalised word in mixed-case text is a name (_looks_like_name)
+            if honorific.role and len(title) < SPELLED_ROLE and (all_caps or not text[match.end() : match.end() + 1].isupper()):
+                continue  # after a role's abbreviation only a Capitalised word in mixed-case text is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
             first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
@@ -279,12 +282,16 @@ class HonorificDetector:
         mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
         else neither a common word nor an English word that no name list holds ("MS clears").
-        After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway")."""
+        After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway"), or
+        after a role spelled out a name a list holds in any case ("CASEWORKER LEONA")."""
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
             dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key) or inflected_word(key)
-            return _capitalised(token.word) and key not in self._common and not dictionary_word
+            if key in self._common or dictionary_word:
+                return False
+            # in one case, only a name a list holds, after a role spelled out ("CASEWORKER LEONA", "nurse jane")
+            return _capitalised(token.word) or (len(title) >= SPELLED_ROLE and key in name_words())
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():
