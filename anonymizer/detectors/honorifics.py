@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 import regex
 
 from anonymizer.detectors.pattern_rules import read_toml
+from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
@@ -88,13 +89,13 @@ class HonorificDetector:
         self._stop = frozenset(w.casefold() for w in stop_words)
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
         self._max_tokens = max_tokens
-        titles = "|".join(re.escape(t) for t in sorted(self._honorifics, key=len, reverse=True))
+        titles = alternation(self._honorifics)  # a trie: one branch per letter, not one per title
         glued = [h.name for h in self._honorifics.values() if h.glued]
         # A glued title in one case with its name ("drchua", "DRNEO") is told from a word it
         # begins ("drain", "DROWSY") by the word's start: none of the English words that begin
         # with the title goes on with the same two letters.
         self._word_starts = frozenset(w[: len(t) + 2] for w in english for t in glued if w.casefold().startswith(t))
-        glued_titles = "|".join(re.escape(t) for t in sorted(glued, key=len, reverse=True)) or "(?!)"
+        glued_titles = alternation(glued)
         self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE, glued_titles, r"[^\W\d_]"))
         # The titles are case-folded: in a lower-cased ASCII note (same offsets) they match without
         # ignoring case, and the standard library's `re` finds them in under half the time `regex` takes.

@@ -343,9 +343,9 @@ class RecordNames:
         together are the token but for one edit, pass the ratio test and come closer to it than
         the first word alone."""
         long = [t for t in tokens if len(t) > SHORT]
-        for i in range(len(matches) - 1):
+        for i in [i for i, (_, _, word) in enumerate(matches[:-1]) if word in heads]:
             (_, end, first), (after, _, second) = matches[i], matches[i + 1]
-            if first not in heads or first in tokens or flagged[i + 1] or text[end:after] != " ":
+            if first in tokens or flagged[i + 1] or text[end:after] != " ":
                 continue
             joined = first + second
             for token in long:
@@ -363,9 +363,9 @@ class RecordNames:
         ("Mrs S.", "mr I has"), not one opening an abbreviation ("MS S/P", "Mr A&O") nor one
         before another initial or a Capitalised name ("Mr H S Zhang" may be a relative)."""
         uniform = text.islower() or text.isupper()
-        for i in range(1, len(matches)):
+        for i in [i for i, (_, _, word) in enumerate(matches) if word in initials and i and matches[i - 1][2] in PATIENT_TITLES]:
             start, end, word = matches[i]
-            if flagged[i] or len(word) != 1 or word not in initials or matches[i - 1][2] not in PATIENT_TITLES:
+            if flagged[i]:
                 continue
             if not (text[start].isupper() or uniform) or not TITLE_GAP.fullmatch(text, matches[i - 1][1], start):
                 continue

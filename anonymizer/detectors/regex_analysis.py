@@ -10,7 +10,8 @@ changing what it finds:
   provably small search needs no clock for the note's time budget;
 * :func:`standard`: a precheck compiled by the standard library's `re`, where that is faster;
 * :func:`numeric`: whether a precheck can search the note's numeric runs (:func:`numeric_runs`)
-  instead of the whole note.
+  instead of the whole note;
+* :func:`alternation`: a list of words as one group factored as a trie (titles, cues, suffixes).
 
 Each is conservative: syntax outside what it can prove gives the slow, always-correct answer.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 import regex
 
@@ -375,3 +377,22 @@ def _repeat(each: int, options: int, quantifier: regex.Match[str]) -> tuple[int,
         reach *= options
     return steps, 1 if mode == "+" else ways
 
+
+def alternation(words: Iterable[str]) -> str:
+    """One group matching any of `words`, factored as a trie so that the engine tries each
+    position's letter once rather than every word; longest first; a space matches spaces or tabs."""
+    trie: dict[str, dict] = {}
+    for word in set(words):
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _trie_node(trie) or "(?!)"
+
+
+def _trie_node(node: dict[str, dict]) -> str:
+    branches = [("[ \t]+" if char == " " else re.escape(char)) + _trie_node(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+    return f"(?:{body})?" if "" in node else body
