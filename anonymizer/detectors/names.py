@@ -76,6 +76,8 @@ STATUS_SUBJECT = regex.compile(
 TITLES = frozenset("mdm mr mrs ms miss dr prof sn ssn rn en pt madam sir".split())  # a title opens a line, not a name
 PATIENT_TITLES = frozenset("mdm mr mrs ms miss madam".split())  # a patient's initial follows these ("Mrs S.")
 TITLE_GAP = regex.compile(r"\.?[ \t]{1,2}")  # between such a title and the initial
+# Whether a note has such a title before a letter at all: the note's words need splitting only then.
+TITLED_LETTER = re.compile(r"(?i)m(?:dm|rs?|s|iss|adam)\.?[ \t]{1,2}[^\W\d_](?![^\W\d_])")
 INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
 SPLIT_START = 3  # the letters a split name's first part has at least ("Bweighou se")
 SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
@@ -247,7 +249,12 @@ class RecordNames:
             hits |= variants.among(words)
         cased = worded.intersection(words)
         heads = (hits - tokens) | starts.intersection(words)  # a split name's first part: a variant or a token's start
-        titled = self._field == "names" and not initials.isdisjoint(words) and not PATIENT_TITLES.isdisjoint(words)
+        titled = (
+            self._field == "names"
+            and not initials.isdisjoint(words)
+            and not PATIENT_TITLES.isdisjoint(words)
+            and TITLED_LETTER.search(text) is not None
+        )
         if not hits and not cased and not heads and not titled:
             return []
         matches = self._words.spans(text)
