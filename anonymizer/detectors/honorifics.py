@@ -284,14 +284,14 @@ class HonorificDetector:
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
         else neither a common word nor an English word that no name list holds ("MS clears").
         After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway"), or
-        after a role spelled out a name a list holds in any case ("CASEWORKER LEONA")."""
+        after a role spelled out a name a list holds in any case ("CASEWORKER MIRIAM")."""
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
             dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key) or inflected_word(key)
             if key in self._common or dictionary_word:
                 return False
-            # in one case, only a name a list holds, after a role spelled out ("CASEWORKER LEONA", "nurse jane")
+            # in one case, only a name a list holds, after a role spelled out ("CASEWORKER MIRIAM", "nurse jane")
             return _capitalised(token.word) or (len(title) >= SPELLED_ROLE and key in name_words())
         if _capitalised(title) and _capitalised(token.word):
             return True

@@ -11,7 +11,7 @@ A one-letter token of the record (an initial, the "O" of O'Neill) is taken only 
 its names ("W X Tan") or as the name after a patient's title ("Mrs S.", "mr I has"), never alone:
 "c/o", "O/E", "MS S/P".  A name split by a space is the name too, where its parts written
 together are a record token but for one edit and closer to it than the first part alone
-("Bweighou se" for Bweighouse; not "Des more" for Desmond).
+("Quellmo re" for Quellmore; not "Des more" for Desmond).
 
 A variant that is also a common word ("morning" or "running" for Manning) is taken only where
 it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
@@ -79,7 +79,7 @@ TITLE_GAP = regex.compile(r"\.?[ \t]{1,2}")  # between such a title and the init
 # Whether a note has such a title before a letter at all: the note's words need splitting only then.
 TITLED_LETTER = re.compile(r"(?i)m(?:dm|rs?|s|iss|adam)\.?[ \t]{1,2}[^\W\d_](?![^\W\d_])")
 INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
-SPLIT_START = 3  # the letters a split name's first part has at least ("Bweighou se")
+SPLIT_START = 3  # the letters a split name's first part has at least ("Quellmo re")
 SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
 
 
@@ -345,7 +345,7 @@ class RecordNames:
     def _add_split(
         self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool], heads: set[str], tokens: frozenset[str]
     ) -> None:
-        """Flag a record name split by a space ("Bweighou se", "Przy bylo"): a word that starts a
+        """Flag a record name split by a space ("Quellmo re", "Quel lmore"): a word that starts a
         long token of the record or is a variant of one, and the next word, where the two written
         together are the token but for one edit, pass the ratio test and come closer to it than
         the first word alone."""
