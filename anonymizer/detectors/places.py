@@ -546,7 +546,7 @@ class PlaceDetector:
             and (caps or not text[s:e].isupper())
             for s, e, w in name
         ):
-            return False  # "Surgeon General", "MICU General", "SKIN INTACT GENERAL"; "Lowell General" stays
+            return False  # "Surgeon General", "MICU General", "NONTENDER GENERAL MALAISE"; "Lowell General" stays
         after = WORD_AFTER.match(text, stop)
         second = WORD_AFTER.match(text, after.end()) if after is not None and after[0][-1] not in ",;:" else None
         if after is not None and second is not None and f"{after[1]} {second[1]}".lower() in self._towns:
