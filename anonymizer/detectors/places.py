@@ -68,11 +68,14 @@ NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name 
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
 APARTMENT = re.compile(r"(?:apt|suite)\.?[ \t]{0,2}#?[ \t]{0,2}\d{1,5}[a-z]?(?![\w/.-])")  # "Apt 3B", "Suite #200"
-ZIP_SHAPE = re.compile(r" [A-Z]{2}[ \t]{1,2}\d{5}")  # what _zip needs, three times faster to rule out (a literal first)
-ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
 UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/.\d-])")  # "#05-67"
 POSTAL = re.compile(r"singapore[ \t]*\(?[ \t]*\d{6}\b\)?|s[ \t]?\(\d{6}\)")  # "Singapore 461123", "S(461123)"
 BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 2" is a heart block)
+# A ZIP code, on the note as written: what PlaceDetector._zip needs (a state's code in capitals after
+# a space, then five digits), three times faster to rule out than that pattern; and after a written
+# suffix, which makes it a state's code ("NH 03801").
+ZIP_SHAPE = re.compile(r" [A-Z]{2}[ \t]{1,2}\d{5}")
+ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
 
 
 def _words(values: Iterable[str]) -> frozenset[str]:
