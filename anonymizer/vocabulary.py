@@ -92,7 +92,7 @@ def calendar_words() -> frozenset[str]:
     return frozenset(w.casefold() for w in read_word_list(CLASSIFIER_DATA / "months.txt"))
 
 
-INFLECTIONS = ("ed", "d", "ing")  # what a verb adds to its stem ("suctioned", "paged", "turning")
+INFLECTIONS = ("ed", "d", "ing")  # what a verb adds to its stem ("suctioned", "extubated", "turning")
 MIN_STEM = 4
 
 

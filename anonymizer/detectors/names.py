@@ -42,6 +42,7 @@ import regex
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
@@ -77,7 +78,7 @@ TITLES = frozenset("mdm mr mrs ms miss dr prof sn ssn rn en pt madam sir".split(
 PATIENT_TITLES = frozenset("mdm mr mrs ms miss madam".split())  # a patient's initial follows these ("Mrs S.")
 TITLE_GAP = regex.compile(r"\.?[ \t]{1,2}")  # between such a title and the initial
 # Whether a note has such a title before a letter at all: the note's words need splitting only then.
-TITLED_LETTER = re.compile(r"(?i)m(?:dm|rs?|s|iss|adam)\.?[ \t]{1,2}[^\W\d_](?![^\W\d_])")
+TITLED_LETTER = re.compile(rf"(?i)(?:{alternation(PATIENT_TITLES)})\.?[ \t]{{1,2}}[^\W\d_](?![^\W\d_])")
 INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
 SPLIT_START = 3  # the letters a split name's first part has at least ("Quellmo re")
 SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
@@ -371,7 +372,7 @@ class RecordNames:
         before another initial or a Capitalised name ("Mr H S Zhang" may be a relative)."""
         uniform = text.islower() or text.isupper()
         for i in [i for i, (_, _, word) in enumerate(matches) if word in initials and i and matches[i - 1][2] in PATIENT_TITLES]:
-            start, end, word = matches[i]
+            start, end, _ = matches[i]
             if flagged[i]:
                 continue
             if not (text[start].isupper() or uniform) or not TITLE_GAP.fullmatch(text, matches[i - 1][1], start):
