@@ -9,10 +9,11 @@ install: a folder of its own holding any of the files below, named in the config
 Each file adds to the packaged one of the same name, read after it: ``patterns.toml``,
 ``dates.toml`` and ``context.toml`` their components, ``[[pattern]]`` and ``[[exception]]``
 blocks (anonymizer.detectors.pattern_rules), ``honorifics.toml`` its ``[[honorific]]`` blocks,
-``role_titles`` and ``stop_words``, ``common_words.txt`` and ``name_connectors.txt`` their words.  A name defined
-twice is an error naming both files; any other ``.toml`` or ``.txt`` in the folder is an error too,
-so a misspelt file name cannot leave a hospital's rules silently unread.  The run's pipeline digest
-covers the extra files: changing one reprocesses the notes.
+``role_titles``, ``contact_cues``, ``given_name_cues``, ``verbs_after_name`` and ``stop_words``,
+``common_words.txt`` and ``name_connectors.txt`` their words.  A name defined twice is an error
+naming both files; any other ``.toml`` or ``.txt`` in the folder is an error too, so a misspelt
+file name cannot leave a hospital's rules silently unread.  The run's pipeline digest covers the
+extra files: changing one reprocesses the notes.
 
 :func:`describe` lists what the rules hold, detector by detector (``anonymizer rules``).
 """

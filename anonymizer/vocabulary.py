@@ -23,6 +23,8 @@ CLASSIFIER_DATA = Path(__file__).resolve().parent / "classifier" / "data"  # eng
 ENGLISH = CLASSIFIER_DATA / "english.txt"
 CLINICAL = CLASSIFIER_DATA / "clinical.txt"
 DRUGS = CLASSIFIER_DATA / "drugs.txt"
+FIRST_NAMES = CLASSIFIER_DATA / "first_names.txt"
+MEDICAL = CLASSIFIER_DATA / "medical.txt"  # the ICU's everyday words and abbreviations ("micu", "abg")
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
 _TOKEN = regex.compile(r"[^\W_]+")
 
@@ -43,7 +45,7 @@ def name_words() -> frozenset[str]:
     and surnames) and the name connectors ("bin", "s/o")."""
     rules = data_dir("rules")
     lines = [
-        *read_word_list(CLASSIFIER_DATA / "first_names.txt"),
+        *read_word_list(FIRST_NAMES),
         *read_word_list(CLASSIFIER_DATA / "last_names.txt"),
         *read_word_list(rules / "nicknames.txt"),
         *(line.split("\t")[-1] for line in read_word_list(rules / "surrogates" / "names.txt")),

@@ -37,7 +37,8 @@ NAME_LISTS = ("first_names_male", "first_names_female", "last_names")
 # a name: abbreviations, the verbs that follow a doctor's name, and vocabulary that follows an
 # ambiguous honorific ("general anaesthesia", "ms flare").
 CLINICAL = """
-    abg abx acs adl adls admit admitted ae aki amb anaesthesia anaesthetic anaesthetist
+    abg abx acs adl adls admit admitted ae aki amb anaesthesia anaesthetic anaesthetist assoc asst
+    csurg ctsurg gensurg gyn heme hemeonc neurosurg nephro nsurg obgyn onc ophtho pulm rheum uro vascsurg
     anesthesia anesthetic anesthetist aptt ards asap attended attending aware bd bid bka bloods
     bm bp bpm bx ca cabg cap cbc cbg ccf ckd clinic clinician cmo cns cons consult consultant
     consulted contacted copd counseled counselled cpr cr crp csf ct cva cvs cxr day days dc ddx
@@ -45,7 +46,7 @@ CLINICAL = """
     escalated esr exam examined explained fbc fhx flare fu fx ga gcs gi gp gu handed hb hdu hpi
     hr htn hx icu idc im informed inr iv ivf ivi la lft lfts liaised lmp los lp mane mc mcv mdt
     med meds mg ml mmhg mo mri na nbm ng ngt nkda nocte notified npo nsaid nstemi nurse nursing
-    ob obs od ok ot paeds paged pain pd pe peds pharm physio plt pmh pmhx pneumonia po post pr
+    max mod ob obs od ok ot paeds paged pain pd pe peds pharm physio plt pmh pmhx pneumonia po post pr
     pre prn pt pts pu qds qid ra referred reg registrar rehab relapse resus review reviewed rhs
     rlq rn ro rr ruq rv rx sats sc sob stat stemi surg sx tca tds tid today tomorrow tonight tte
     tx ue updated uri urti us uss uti vbg vs wbc week weeks wnl xr yesterday

@@ -127,7 +127,7 @@ def test_honorifics_and_word_lists_are_added_from_an_extra_folder(tmp_path: Path
     )
     (tmp_path / "name_connectors.txt").write_text("anak\n")
     pipeline = build_pipeline(DetectorsConfig(disabled=("record",)), {}, ClassifierConfig(enabled=False), extra_rules=[tmp_path])
-    text = "Sister Lim anak Jugah reviewed. Sister ward round. SHO Brennan aware; SHO Review at 10."
+    text = "Sister Lim anak Jugah reviewed. Sister ward round. SHO Brennan saw pt; SHO Review at 10."
     found = {(text[s.start : s.end], s.category) for s in pipeline.rule_spans(text, empty_record("1")) if s.detector == "honorific"}
     assert found == {("Lim anak Jugah", "NAME"), ("Brennan", "DOCTOR")}
     (tmp_path / "honorifics.toml").write_text('[[honorific]]\nname = "Mr"\ncategory = "NAME"\nstrong = true\n')

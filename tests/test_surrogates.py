@@ -180,7 +180,7 @@ DATE_SAMPLES = {
 }
 # A "|" separates context a rule needs from the date it flags.
 # Date rules whose matches no single date reading parses: a surrogate would be a guess, so the tag.
-TAGGED_DATE_SAMPLES = {"date_range_glued": "10/03/10/04"}
+TAGGED_DATE_SAMPLES = {"date_range_glued": "10/03/10/04", "date_holiday": "Christmas"}
 
 
 def test_the_samples_cover_every_date_rule():
@@ -191,7 +191,7 @@ def test_the_samples_cover_every_date_rule():
 
 
 @pytest.mark.parametrize("rule_name,sample", sorted(TAGGED_DATE_SAMPLES.items()))
-def test_a_range_of_dates_becomes_the_tag(rule_name, sample, date_pattern, lists):
+def test_a_date_no_reading_parses_becomes_the_tag(rule_name, sample, date_pattern, lists):
     record = PatientRecord("42")
     text = f"treatments {sample} and due again"
     spans = union(PatternDetector(load_rules(RULES))(text, record))

@@ -25,7 +25,17 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import ENGLISH, calendar_words, clinical_word, drug_word, inflected_word, name_words, plain_word
+from anonymizer.vocabulary import (
+    ENGLISH,
+    FIRST_NAMES,
+    MEDICAL,
+    calendar_words,
+    clinical_word,
+    drug_word,
+    inflected_word,
+    name_words,
+    plain_word,
+)
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
@@ -70,6 +80,8 @@ class Honorific:
     word: bool = False  # a whole English word ("general", "miss"): a period after it ends a sentence
     plural: bool = False  # names a list ("Drs Lee/Tan"): each name after the first must look like one
     role: bool = False  # a clinician's role ("NP", "fellow"): only a Capitalised word that no dictionary holds is a name after it
+    cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation, in mixed-case text only
+    given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, in any case
 
 
 class HonorificDetector:
@@ -83,13 +95,37 @@ class HonorificDetector:
         connectors: Iterable[str],
         max_tokens: int,
         english: Iterable[str] = (),
+        medical: Iterable[str] = (),
+        given_names: Iterable[str] = (),
+        verbs_after_name: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
         self._stop = frozenset(w.casefold() for w in stop_words)
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
+        # The ward's abbreviations that no name list holds ("MICU", "CCU"), never a name after a role or a verb
+        ward_words = frozenset(w.casefold() for w in medical)
+        self._units = ward_words - name_words()
+        # Given names that are no everyday, ward, clinical or drug word ("Aline" is an arterial line): a name after "with" or "per"
+        self._given = frozenset(
+            key
+            for key in (w.casefold() for w in given_names)
+            if key not in self._common and key not in ward_words and not clinical_word(key) and not drug_word(key)
+        )
         self._max_tokens = max_tokens
-        titles = alternation(self._honorifics)  # a trie: one branch per letter, not one per title
+        # A Capitalised name before a verb of contact ("Haverford aware", "Marie Quimby notified"),
+        # in mixed-case text; the verbs are looked for first, as most notes hold none.
+        self._verbs_after_name = tuple(v.casefold() for v in verbs_after_name)
+        name_word = r"\p{Lu}\p{Ll}+"
+        self._before_verb = regex.compile(
+            rf"\b(?:(?P<given>{name_word}){SPACE}+)?(?P<name>{name_word}){SPACE}+(?i:{alternation(self._verbs_after_name)})(?![\w-])"
+        )
+        given_cues = [h.name for h in self._honorifics.values() if h.given]
+        titles = alternation(h for h in self._honorifics if h not in given_cues)  # a trie: one branch per letter, not one per title
+        # "with", "per" before a name, read apart (they are frequent words): before a Capitalised
+        # word in mixed-case text, before any word in a note of one case.
+        cue = rf"(?<![\w/+])(?P<title>(?i:{alternation(given_cues)})){SPACE}+"
+        self._given_cue = (regex.compile(cue + r"(?=\p{Lu}\p{Ll})"), regex.compile(cue + r"(?=[^\W\d_])")) if given_cues else None
         glued = [h.name for h in self._honorifics.values() if h.glued]
         # A glued title in one case with its name ("drchua", "DRNEO") is told from a word it
         # begins ("drain", "DROWSY") by the word's start: none of the English words that begin
@@ -117,6 +153,7 @@ class HonorificDetector:
         rules = tomllib.loads(path.read_text(encoding="utf-8"))
         honorifics: dict[str, Honorific] = {}
         stop_words = list(rules["stop_words"])
+        verbs_after_name = list(rules.get("verbs_after_name", ()))
         _add_honorifics(honorifics, entries(rules), path)
         for folder in extra:
             path = folder / "honorifics.toml"
@@ -125,10 +162,11 @@ class HonorificDetector:
                 if set(added) - EXTRA_HONORIFIC_KEYS:
                     raise ConfigError(
                         f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)}"
-                        " (an extra file adds honorific, role_titles and stop_words)"
+                        " (an extra file adds honorific, role_titles, contact_cues, given_name_cues, verbs_after_name and stop_words)"
                     )
                 _add_honorifics(honorifics, entries(added), path)
                 stop_words += added.get("stop_words", [])
+                verbs_after_name += added.get("verbs_after_name", [])
 
         def words(name: str) -> list[str]:  # the packaged list, then the extra folders' ones
             files = [rules_dir / name, *(folder / name for folder in extra if (folder / name).is_file())]
@@ -137,10 +175,13 @@ class HonorificDetector:
         return cls(
             honorifics.values(),
             stop_words=stop_words,
+            verbs_after_name=verbs_after_name,
             common_words=words("common_words.txt"),
             connectors=words("name_connectors.txt"),
             max_tokens=rules["max_tokens"],
             english=read_word_list(ENGLISH),
+            medical=read_word_list(MEDICAL),
+            given_names=read_word_list(FIRST_NAMES),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -159,8 +200,9 @@ class HonorificDetector:
                 continue  # "MS: alert", "Dr: " : a colon after a title labels a section, not a name
             if honorific.role and match.group("dot") is not None:
                 continue  # "by RN and RT. Transfused": a period after a role ends its sentence
-            if honorific.role and len(title) < SPELLED_ROLE and (all_caps or not text[match.end() : match.end() + 1].isupper()):
-                continue  # after a role's abbreviation only a Capitalised word in mixed-case text is a name (_looks_like_name)
+            capitalised_after = not all_caps and text[match.end() : match.end() + 1].isupper()
+            if honorific.role and (len(title) < SPELLED_ROLE or honorific.cue) and not capitalised_after:
+                continue  # after a role's abbreviation or a verb only a Capitalised word in mixed-case text is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
             first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
@@ -178,6 +220,46 @@ class HonorificDetector:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
+        if self._given_cue is not None:
+            spans += self._given_names(text, self._given_cue[all_caps or text.islower()])
+        if self._verbs_after_name and not all_caps and any(map(text.casefold().__contains__, self._verbs_after_name)):
+            spans += self._names_before_verbs(text)
+        return spans
+
+    def _names_before_verbs(self, text: str) -> list[Span]:
+        """A Capitalised word in no dictionary before a verb of contact ("Haverford aware"), with a
+        listed given name before it ("Marie Quimby notified"); not "Neuro aware", "Micu paged"."""
+        spans = []
+        for match in self._before_verb.finditer(text):
+            if not self._unknown_word(match["name"].casefold()):
+                continue
+            given = match["given"]
+            listed = given is not None and given.casefold() in name_words() and self._unknown_word(given.casefold(), listed=True)
+            start = match.start("given") if listed else match.start("name")
+            spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
+        return spans
+
+    def _unknown_word(self, key: str, listed: bool = False) -> bool:
+        """Whether a case-folded word is in none of the everyday, ward, English, clinical and drug
+        word lists, nor a participle of their words (with `listed`, the English list may hold it
+        where a name list does too: "Marie")."""
+        if key in self._common or key in self._units or clinical_word(key) or drug_word(key) or inflected_word(key):
+            return False
+        return listed or not plain_word(key, rank=None)
+
+    def _given_names(self, text: str, cue: regex.Pattern[str]) -> list[Span]:
+        """The names after "with", "per", "by": a listed given name, and the name's further words
+        as after a weak title ("met with martin quellmore"; "Pt with amber urine" stays)."""
+        spans = []
+        for match in cue.finditer(text):
+            tokens = self._tokens(text, match.end())
+            first = next(tokens, None)
+            if first is None or first.word.casefold() not in self._given:
+                continue
+            title = match.group("title")
+            end = self._name_end(first, tokens, self._honorifics[title.casefold()], False, title)
+            if end is not None:
+                spans.append(Span(first.start, end, "NAME", self.name, title.casefold()))
         return spans
 
     def _more_names(self, text: str, end: int, honorific: Honorific, title: str) -> list[Span]:
@@ -288,9 +370,10 @@ class HonorificDetector:
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
-            dictionary_word = plain_word(key, rank=None) or clinical_word(key) or drug_word(key) or inflected_word(key)
-            if key in self._common or dictionary_word:
+            if not self._unknown_word(key):
                 return False
+            if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
+                return token.word[:1].isupper() and token.word[1:].islower()
             # in one case, only a name a list holds, after a role spelled out ("CASEWORKER MIRIAM", "nurse jane")
             return _capitalised(token.word) or (len(title) >= SPELLED_ROLE and key in name_words())
         if _capitalised(title) and _capitalised(token.word):
@@ -302,12 +385,18 @@ class HonorificDetector:
 
 def entries(rules: dict) -> list[dict]:
     """The [[honorific]] blocks of a parsed honorifics.toml, then one block per word of its
-    `role_titles` (a clinician's role written as a title: weak, a whole word, category DOCTOR)."""
+    `role_titles` (a clinician's role written as a title: weak, a whole word, category DOCTOR)
+    and of its `contact_cues` (a verb of contact: the same, category NAME, Capitalised names only)
+    and `given_name_cues` (a preposition of contact: weak, category NAME, a listed given name only)."""
     roles = [{"name": r, "category": "DOCTOR", "strong": False, "word": True, "role": True} for r in rules.get("role_titles", ())]
-    return [*rules.get("honorific", ()), *roles]
+    cues = [
+        {"name": c, "category": "NAME", "strong": False, "word": True, "role": True, "cue": True} for c in rules.get("contact_cues", ())
+    ]
+    given = [{"name": c, "category": "NAME", "strong": False, "word": True, "given": True} for c in rules.get("given_name_cues", ())]
+    return [*rules.get("honorific", ()), *roles, *cues, *given]
 
 
-EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "role_titles", "stop_words"})
+EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "role_titles", "contact_cues", "given_name_cues", "verbs_after_name", "stop_words"})
 
 
 def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], path: Path) -> None:
@@ -324,16 +413,19 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
         not_before = frozenset(w.casefold() for w in entry.get("not_before", ()))
         honorifics[name] = Honorific(
             name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False),
-            entry.get("plural", False), entry.get("role", False),
+            entry.get("plural", False), entry.get("role", False), entry.get("cue", False), entry.get("given", False),
         )
 
 
 def _title_pattern(titles: str, space: str, glued: str, letter: str) -> str:
-    """A title not inside a word nor after a slash or a plus, then a period, a colon or a space:
-    "Dr.Tan", "Dr. Tan", "Dr Tan", "Attending: Quimby" (a colon only after a role, as a sign-out
-    labels its clinicians); or a glued title right before a letter ("drTan"), which
-    :meth:`HonorificDetector._glued` checks.  After a plus it is a grade's finding ("3-4+MR")."""
-    return rf"(?<![\w/+])(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|(?P<colon>:){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
+    """A title not inside a word nor after a plus, then a period, a colon or a space: "Dr.Tan",
+    "Dr. Tan", "Dr Tan", "Attending: Quimby" (a colon only after a role, as a sign-out labels its
+    clinicians); or a glued title right before a letter ("drTan"), which
+    :meth:`HonorificDetector._glued` checks.  After a plus it is a grade's finding ("3-4+MR").
+    After a slash it is a title after a word or "w/" ("Dr Tan/Dr Lim", "w/dr Lim"), not inside a
+    slashed abbreviation ("a/prof", "s/n")."""
+    edge = r"(?<![\w+])(?<!(?<!\w)[^\W\dw]/)"
+    return rf"{edge}(?:(?P<title>{titles})(?:(?P<dot>\.){space}*|(?P<colon>:){space}*|{space}+)|(?P<glued>{glued})(?={letter}))"
 
 
 def _capitalised(word: str) -> bool:

@@ -37,11 +37,13 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Iterable
 
+from rapidfuzz.distance import OSA
+
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import ENGLISH, clinical_word, plain_word
+from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, drug_word, plain_word
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 
 # A ZIP code, on the note as written: what PlaceDetector._zip needs (a state's code in capitals after
 # a space, then five digits), three times faster to rule out than that pattern; and after a written
 # suffix, which makes it a state's code ("NH 03801").
+TRANSFER_PREPOSITIONS = frozenset({"to", "from", "at"})  # the cues after which a verb of moving names a place
 ZIP_SHAPE = re.compile(r" [A-Z]{2}[ \t]{1,2}\d{5}")
 ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
 
@@ -101,6 +104,10 @@ class PlaceRules:
     everyday: frozenset[str]  # the most frequent of them (rules/common_words.txt)
     min_population: int
     min_population_english: int
+    misspelled_min_population: int  # a town this large is recognised misspelt by one letter after a cue
+    misspelled_min_length: int
+    transfer_cues: frozenset[str]  # "transferred to": an unknown Capitalised name after one is a place
+    ward: frozenset[str]  # the ward's abbreviations (medical.txt): "to Sicu" is no place
     cues: frozenset[str]
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
     codes_not_after_town: frozenset[str]  # state codes that are English words: not taken in lower case after a town
@@ -111,6 +118,7 @@ class PlaceRules:
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
     bare_suffixes: frozenset[str]  # left out of the name's span
     named_suffixes: frozenset[str]  # everyday words too: the name needs a word no dictionary holds
+    short_states: frozenset[str]  # "Mass": a place before a named suffix, though a dictionary holds it
     written_suffixes: frozenset[str]  # matched as written ("PC")
     departments: frozenset[str]
     jurisdictions: frozenset[str]  # "National Heart Centre": the department is an institution's
@@ -147,6 +155,10 @@ class PlaceRules:
             everyday=everyday,
             min_population=towns["min_population"],
             min_population_english=towns["min_population_english"],
+            misspelled_min_population=towns["misspelled_min_population"],
+            misspelled_min_length=towns["misspelled_min_length"],
+            transfer_cues=_words(towns["transfer_cues"]),
+            ward=_words(read_word_list(MEDICAL)),
             cues=_words(towns["cues"]),
             residence_cues=_words(towns["residence_cues"]),
             codes_not_after_town=_words(towns["codes_not_after_town"]),
@@ -157,6 +169,7 @@ class PlaceRules:
             prefixes=_words(institutions["prefixes"]),
             bare_suffixes=_words(institutions["bare_suffixes"]),
             named_suffixes=_words(institutions["named_suffixes"]),
+            short_states=_words(institutions["short_states"]),
             written_suffixes=frozenset(institutions["written_suffixes"]),
             departments=_words(institutions["departments"]),
             jurisdictions=_words(institutions["jurisdictions"]),
@@ -196,6 +209,13 @@ class PlaceDetector:
             town.split()[0] for town in self._towns if " " not in town or not rules.english(town.split()[0])
         )
         self._first_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if " " in town)
+        # Large towns of one word, which a note may misspell by a letter ("Baltimor", "Worchester"),
+        # by their forms with one letter deleted: a word one edit from a town shares such a form with it.
+        self._large_towns: dict[str, list[str]] = {}
+        for town in sorted(self._towns):
+            if " " not in town and len(town) >= rules.misspelled_min_length and rules.places[town] >= rules.misspelled_min_population:
+                for form in _deletions(town):
+                    self._large_towns.setdefault(form, []).append(town)
         self._long_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if town.count(" ") >= 2)
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
@@ -233,6 +253,8 @@ class PlaceDetector:
         # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
         self._residence = re.compile(rf"(?<![\w-]){alternation(rules.residence_cues)}[ \t]+")
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
+        # A verb of moving someone right before a cue's space ("transferred" of "transferred to").
+        self._transfer = re.compile(rf"(?<![\w'/]){alternation(rules.transfer_cues)}$")
         self._codes = frozenset(rules.states.values())
         self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
         self._not_street_names = rules.departments | rules.generic  # words a street's name leaves out
@@ -260,6 +282,14 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), self._state_after(low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
                     spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
+        if any(self._unknown(one) for one, _ in found):
+            for m in self._cue.finditer(low):
+                if not (caps or _capitalised(text, m.start(1), m.end(1))) or not self._unknown(m[1]):
+                    continue
+                if len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
+                    spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
+                elif not caps and m[0].strip() in TRANSFER_PREPOSITIONS and self._transfer.search(low, max(0, m.start() - 16), m.start()):
+                    spans.append(Span(m.start(1), self._capitalised_run(text, m.start(1)), "LOCATION", name, "after_transfer"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
         if ZIP_SHAPE.search(text):
@@ -303,6 +333,35 @@ class PlaceDetector:
                     self._state_before(text, low, at, m.end(), spans)
                 at = low.find("univ", at + 4)
         return spans
+
+    def _unknown(self, word: str) -> bool:
+        """Whether a lower-cased word after a cue is no known town and in no English, ward,
+        clinical or drug dictionary ("in Lasix", "to Bedside", "to Sicu" stay): a town misspelt, or
+        a place the lists lack."""
+        rules = self._rules
+        return (
+            word not in self._towns
+            and word not in rules.common
+            and word not in rules.not_places
+            and word not in rules.ward
+            and not clinical_word(word)
+            and not drug_word(word)
+        )
+
+    def _capitalised_run(self, text: str, start: int) -> int:
+        """Where the run of up to three Capitalised words from `start` ends ("Caritas Carney")."""
+        end = start
+        for _ in range(3):
+            word = CAPITALISED.match(text, end)
+            if word is None or word[1].lower() in self._rules.not_places:
+                break
+            end = word.end(1)
+        return end
+
+    def _misspelt_town(self, word: str) -> bool:
+        """Whether a word is one edit (a letter added, dropped or changed, or two swapped) from a large town."""
+        towns = {town for form in _deletions(word) for town in self._large_towns.get(form, ())}
+        return any(OSA.distance(word, town, score_cutoff=1) <= 1 for town in towns)
 
     def _state_after(self, low: str, end: int) -> int:
         """Where a town's name ends with the state written after it with no comma ("from Atlanta
@@ -545,7 +604,11 @@ class PlaceDetector:
         if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         if " ".join(text[end:stop].lower().split()) in rules.named_suffixes and not any(
-            (w in self._towns or not (w in rules.everyday or plain_word(w, rank=None) or clinical_word(w)))
+            (
+                w in self._towns
+                or (w in rules.short_states and text[s].isupper())
+                or not (w in rules.everyday or plain_word(w, rank=None) or clinical_word(w))
+            )
             and (caps or not text[s:e].isupper())
             for s, e, w in name
         ):
@@ -626,6 +689,16 @@ def _tokens_before(text: str, end: int, most: int) -> list[tuple[int, int]]:
         position = segment.rfind(word, 0, position)
         tokens.append((base + position, base + position + len(word)))
     return tokens
+
+
+def _deletions(word: str) -> list[str]:
+    """The word and its forms with one letter deleted."""
+    return [word, *(word[:i] + word[i + 1 :] for i in range(len(word)))]
+
+
+def _capitalised(text: str, start: int, end: int) -> bool:
+    """ "Baltimor": a capital, then lower case."""
+    return text[start].isupper() and text[start + 1 : end].islower()
 
 
 def _starts_word(text: str, at: int) -> bool:
