@@ -19,6 +19,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import regex
 
+from anonymizer.detectors import lowered, whole_words
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
@@ -53,6 +54,7 @@ NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPA
 WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
+VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 
 
@@ -117,15 +119,10 @@ class HonorificDetector:
         # in mixed-case text; the verbs are looked for first, as most notes hold none.
         self._verbs_after_name = tuple(v.casefold() for v in verbs_after_name)
         name_word = r"\p{Lu}\p{Ll}+"
-        self._before_verb = regex.compile(
-            rf"\b(?:(?P<given>{name_word}){SPACE}+)?(?P<name>{name_word}){SPACE}+(?i:{alternation(self._verbs_after_name)})(?![\w-])"
-        )
-        given_cues = [h.name for h in self._honorifics.values() if h.given]
-        titles = alternation(h for h in self._honorifics if h not in given_cues)  # a trie: one branch per letter, not one per title
-        # "with", "per" before a name, read apart (they are frequent words): before a Capitalised
-        # word in mixed-case text, before any word in a note of one case.
-        cue = rf"(?<![\w/+])(?P<title>(?i:{alternation(given_cues)})){SPACE}+"
-        self._given_cue = (regex.compile(cue + r"(?=\p{Lu}\p{Ll})"), regex.compile(cue + r"(?=[^\W\d_])")) if given_cues else None
+        self._name_before_verb = regex.compile(rf"\b(?:(?P<given>{name_word}){SPACE}+)?(?P<name>{name_word}){SPACE}+\Z")
+        # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
+        self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
+        titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title
         glued = [h.name for h in self._honorifics.values() if h.glued]
         # A glued title in one case with its name ("drchua", "DRNEO") is told from a word it
         # begins ("drain", "DROWSY") by the word's start: none of the English words that begin
@@ -187,8 +184,9 @@ class HonorificDetector:
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         spans = []
         all_caps = text.isupper()
+        low = lowered(text)
         lower = self._title_lower is not None and text.isascii()
-        for match in self._title_lower.finditer(text.lower()) if lower else self._title.finditer(text):
+        for match in self._title_lower.finditer(low) if lower else self._title.finditer(text):
             if match.group("glued") is not None:
                 span = self._glued(text, match)
                 if span is not None:
@@ -220,23 +218,24 @@ class HonorificDetector:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
-        if self._given_cue is not None:
-            spans += self._given_names(text, self._given_cue[all_caps or text.islower()])
-        if self._verbs_after_name and not all_caps and any(map(text.casefold().__contains__, self._verbs_after_name)):
-            spans += self._names_before_verbs(text)
+        spans += self._given_names(text, low, single_case=all_caps or text.islower())
+        if not all_caps:
+            spans += self._names_before_verbs(text, low)
         return spans
 
-    def _names_before_verbs(self, text: str) -> list[Span]:
+    def _names_before_verbs(self, text: str, low: str) -> list[Span]:
         """A Capitalised word in no dictionary before a verb of contact ("Haverford aware"), with a
         listed given name before it ("Marie Quimby notified"); not "Neuro aware", "Micu paged"."""
         spans = []
-        for match in self._before_verb.finditer(text):
-            if not self._unknown_word(match["name"].casefold()):
-                continue
-            given = match["given"]
-            listed = given is not None and given.casefold() in name_words() and self._unknown_word(given.casefold(), listed=True)
-            start = match.start("given") if listed else match.start("name")
-            spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
+        for verb in self._verbs_after_name:
+            for at in whole_words(low, verb):
+                match = self._name_before_verb.search(text, max(0, at - VERB_WINDOW), at)
+                if match is None or not self._unknown_word(match["name"].casefold()):
+                    continue
+                given = match["given"]
+                listed = given is not None and given.casefold() in name_words() and self._unknown_word(given.casefold(), listed=True)
+                start = match.start("given") if listed else match.start("name")
+                spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
         return spans
 
     def _unknown_word(self, key: str, listed: bool = False) -> bool:
@@ -247,19 +246,26 @@ class HonorificDetector:
             return False
         return listed or not plain_word(key, rank=None)
 
-    def _given_names(self, text: str, cue: regex.Pattern[str]) -> list[Span]:
-        """The names after "with", "per", "by": a listed given name, and the name's further words
-        as after a weak title ("met with martin quellmore"; "Pt with amber urine" stays)."""
+    def _given_names(self, text: str, low: str, single_case: bool) -> list[Span]:
+        """The names after "with", "per", "by": a listed given name, Capitalised in mixed-case
+        text, and the name's further words as after a weak title ("met with martin quellmore";
+        "Pt with amber urine" stays)."""
         spans = []
-        for match in cue.finditer(text):
-            tokens = self._tokens(text, match.end())
-            first = next(tokens, None)
-            if first is None or first.word.casefold() not in self._given:
-                continue
-            title = match.group("title")
-            end = self._name_end(first, tokens, self._honorifics[title.casefold()], False, title)
-            if end is not None:
-                spans.append(Span(first.start, end, "NAME", self.name, title.casefold()))
+        for cue in self._given_cues:
+            for at in whole_words(low, cue):
+                gap = GAP.match(text, at + len(cue))
+                if gap is None or not (single_case or text[gap.end() : gap.end() + 1].isupper()):
+                    continue
+                tokens = self._tokens(text, gap.end())
+                first = next(tokens, None)
+                if first is None or first.start != gap.end() or first.word.casefold() not in self._given:
+                    continue
+                if not (single_case or _capitalised(first.word)):
+                    continue
+                title = text[at : at + len(cue)]
+                end = self._name_end(first, tokens, self._honorifics[cue], False, title)
+                if end is not None:
+                    spans.append(Span(first.start, end, "NAME", self.name, cue))
         return spans
 
     def _more_names(self, text: str, end: int, honorific: Honorific, title: str) -> list[Span]:

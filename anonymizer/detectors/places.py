@@ -39,6 +39,7 @@ from typing import Iterable
 
 from rapidfuzz.distance import OSA
 
+from anonymizer.detectors import lowered
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
@@ -265,9 +266,7 @@ class PlaceDetector:
         return _build(rules_dir.resolve(), _stamp(rules_dir))
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
-        low = text.lower()
-        if len(low) != len(text):  # a letter whose lower case is longer would shift every offset
-            low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+        low = lowered(text)
         caps = text.isupper()
         name = self.name
         spans: list[Span] = []
