@@ -44,7 +44,7 @@ from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, drug_word, plain_word
+from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, clinical_words, drug_names, name_words, plain_word
 
 logger = logging.getLogger(__name__)
 
@@ -254,6 +254,10 @@ class PlaceDetector:
         # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
         self._residence = re.compile(rf"(?<![\w-]){alternation(rules.residence_cues)}[ \t]+")
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
+        # The words after a cue that are no unknown place, in one set (every cue's word is looked up).
+        names = name_words()
+        clinical = frozenset(w for w in clinical_words() if len(w) > 1 and w.isalpha()) - names
+        self._known = frozenset(self._towns) | rules.common | rules.not_places | rules.ward | clinical | (drug_names() - names)
         # A verb of moving someone right before a cue's space ("transferred" of "transferred to").
         self._transfer = re.compile(rf"(?<![\w'/]){alternation(rules.transfer_cues)}$")
         self._codes = frozenset(rules.states.values())
@@ -337,15 +341,9 @@ class PlaceDetector:
         """Whether a lower-cased word after a cue is no known town and in no English, ward,
         clinical or drug dictionary ("in Lasix", "to Bedside", "to Sicu" stay): a town misspelt, or
         a place the lists lack."""
-        rules = self._rules
-        return (
-            word not in self._towns
-            and word not in rules.common
-            and word not in rules.not_places
-            and word not in rules.ward
-            and not clinical_word(word)
-            and not drug_word(word)
-        )
+        if word in self._known:
+            return False
+        return not (word.endswith("s") and clinical_word(word))  # "to Vitals": a clinical word's plural
 
     def _capitalised_run(self, text: str, start: int) -> int:
         """Where the run of up to three Capitalised words from `start` ends ("Caritas Carney")."""
