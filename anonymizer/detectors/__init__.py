@@ -29,6 +29,11 @@ def lowered(text: str) -> str:
     return low
 
 
+def titlecase(word: str) -> bool:
+    """ "Lindqvist", "Baltimor": a capital, then lower case only (not "MDs", "McDonald")."""
+    return word[:1].isupper() and word[1:].islower()
+
+
 def whole_words(low: str, word: str) -> Iterator[int]:
     """Where `word` stands in the lower-cased `low` as a whole word, not inside another nor after
     a slash or a plus: found by str.find, a search in C, where a pattern per note would cost more."""

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import regex
 
-from anonymizer.detectors import lowered, whole_words
+from anonymizer.detectors import lowered, titlecase, whole_words
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
@@ -83,7 +83,7 @@ class Honorific:
     plural: bool = False  # names a list ("Drs Lee/Tan"): each name after the first must look like one
     role: bool = False  # a clinician's role ("NP", "fellow"): only a Capitalised word that no dictionary holds is a name after it
     cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation, in mixed-case text only
-    given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, in any case
+    given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, Capitalised in mixed-case text
 
 
 class HonorificDetector:
@@ -379,7 +379,7 @@ class HonorificDetector:
             if not self._unknown_word(key):
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
-                return token.word[:1].isupper() and token.word[1:].islower()
+                return titlecase(token.word)
             # in one case, only a name a list holds, after a role spelled out ("CASEWORKER MIRIAM", "nurse jane")
             return _capitalised(token.word) or (len(title) >= SPELLED_ROLE and key in name_words())
         if _capitalised(title) and _capitalised(token.word):

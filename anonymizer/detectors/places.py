@@ -39,7 +39,7 @@ from typing import Iterable
 
 from rapidfuzz.distance import OSA
 
-from anonymizer.detectors import lowered
+from anonymizer.detectors import lowered, titlecase
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
@@ -77,9 +77,9 @@ BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 
 # A ZIP code, on the note as written: what PlaceDetector._zip needs (a state's code in capitals after
 # a space, then five digits), three times faster to rule out than that pattern; and after a written
 # suffix, which makes it a state's code ("NH 03801").
-TRANSFER_PREPOSITIONS = frozenset({"to", "from", "at"})  # the cues after which a verb of moving names a place
 ZIP_SHAPE = re.compile(r" [A-Z]{2}[ \t]{1,2}\d{5}")
 ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
+TRANSFER_PREPOSITIONS = frozenset({"to", "from", "at"})  # the cues after which a verb of moving names a place
 
 
 def _words(values: Iterable[str]) -> frozenset[str]:
@@ -287,7 +287,7 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
         if any(self._unknown(one) for one, _ in found):
             for m in self._cue.finditer(low):
-                if not (caps or _capitalised(text, m.start(1), m.end(1))) or not self._unknown(m[1]):
+                if not (caps or titlecase(text[m.start(1) : m.end(1)])) or not self._unknown(m[1]):
                     continue
                 if len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
@@ -691,11 +691,6 @@ def _tokens_before(text: str, end: int, most: int) -> list[tuple[int, int]]:
 def _deletions(word: str) -> list[str]:
     """The word and its forms with one letter deleted."""
     return [word, *(word[:i] + word[i + 1 :] for i in range(len(word)))]
-
-
-def _capitalised(text: str, start: int, end: int) -> bool:
-    """ "Baltimor": a capital, then lower case."""
-    return text[start].isupper() and text[start + 1 : end].islower()
 
 
 def _starts_word(text: str, at: int) -> bool:
