@@ -22,6 +22,8 @@ import regex
 from anonymizer.detectors import lowered, titlecase, whole_words
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.detectors.regex_analysis import alternation
+from anonymizer.detectors.places import state_codes, town_names
+from anonymizer.detectors.values import read_abbreviations
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.settings import ConfigError
@@ -51,6 +53,7 @@ NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPA
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
 # or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
 # connector's slash ("s/o") is before a single letter.
+NAME_WORD = r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*"  # "Quimby", "O'Brien", "Haverford-Lind"; not "Pt's"
 WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
@@ -100,6 +103,8 @@ class HonorificDetector:
         medical: Iterable[str] = (),
         given_names: Iterable[str] = (),
         verbs_after_name: Iterable[str] = (),
+        credentials: Iterable[str] = (),
+        places: Path | None = None,
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -120,6 +125,18 @@ class HonorificDetector:
         self._verbs_after_name = tuple(v.casefold() for v in verbs_after_name)
         name_word = r"\p{Lu}\p{Ll}+"
         self._name_before_verb = regex.compile(rf"\b(?:(?P<given>{name_word}){SPACE}+)?(?P<name>{name_word}){SPACE}+\Z")
+        # A signature's name before a credential ("Philippa Quellmore, RN", "IMELDA C. QUIMBY, RRT"), found
+        # as the verbs are: the credential first, then the name read back from it; of two letters also
+        # dotted ("R.N.", "M.D.").
+        self._credential_words = frozenset(c.casefold() for c in credentials)
+        self._credentials = (*sorted(self._credential_words), *(".".join(c) for c in sorted(self._credential_words) if len(c) == 2))
+        # A credential that is also a state's code ("MD") after a town is the state ("Towson, MD")
+        self._places = places
+        self._states = state_codes(places) if places is not None else frozenset()
+        self._name_before_credential = regex.compile(
+            rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+)?(?:(?P<initial>[^\W\d_])\.{SPACE}*)?"
+            rf"(?P<name>{NAME_WORD})(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z"
+        )
         # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
         self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
         titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title
@@ -179,6 +196,9 @@ class HonorificDetector:
             english=read_word_list(ENGLISH),
             medical=read_word_list(MEDICAL),
             given_names=read_word_list(FIRST_NAMES),
+            # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
+            places=rules_dir / "places",
+            credentials=[c for c in rules.get("credentials", ()) if c not in read_abbreviations(rules_dir / "address_abbreviations.txt")],
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -221,6 +241,7 @@ class HonorificDetector:
         spans += self._given_names(text, low, single_case=all_caps or text.islower())
         if not all_caps:
             spans += self._names_before_verbs(text, low)
+        spans += self._names_before_credentials(text, low, single_case=all_caps or text.islower())
         return spans
 
     def _names_before_verbs(self, text: str, low: str) -> list[Span]:
@@ -237,6 +258,41 @@ class HonorificDetector:
                 start = match.start("given") if listed else match.start("name")
                 spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
         return spans
+
+    def _names_before_credentials(self, text: str, low: str, single_case: bool) -> list[Span]:
+        """A signature's name before a credential in capitals ("Philippa Quellmore, RN", "J. Okafor,
+        MD"; in any case in a lower-case note: "greta lindqvist np"): a surname in no dictionary or
+        a listed given name, with the given name or initial before it, Capitalised in mixed-case
+        text, category DOCTOR ("Charge RN", "Renal MD", "Pt's RN", "Towson, MD" stay)."""
+        spans = []
+        for credential in self._credentials:
+            for at in whole_words(low, credential):
+                if not (text.islower() or text[at : at + len(credential)].isupper()):
+                    continue  # in capitals ("RN", "R.N."), not "Md Ali" (Mohamed) nor "rn" in a note that Capitalises
+                match = self._name_before_credential.search(text, max(0, at - VERB_WINDOW), at)
+                if match is None or not self._name_like(match["name"], single_case):
+                    continue
+                if credential in self._states and self._a_town(match):
+                    continue
+                given = match["given"]
+                if given is not None and self._name_like(given, single_case):
+                    start = match.start("given")
+                else:
+                    start = match.start("initial") if match["initial"] is not None else match.start("name")
+                spans.append(Span(start, match.end("name"), "DOCTOR", self.name, "before_credential"))
+        return spans
+
+    def _a_town(self, match: regex.Match[str]) -> bool:
+        """Whether the words before a state's code name a town: the last, or the last two."""
+        towns = town_names(self._places) if self._places is not None else frozenset()
+        name = match["name"].casefold()
+        return name in towns or (match["given"] is not None and f"{match['given'].casefold()} {name}" in towns)
+
+    def _name_like(self, word: str, single_case: bool) -> bool:
+        """A word that may be a name where a signature stands: Capitalised unless the note is of
+        one case, and a listed given name or a word in no dictionary."""
+        key = word.casefold()
+        return (single_case or word[:1].isupper()) and (key in self._given or self._unknown_word(key))
 
     def _unknown_word(self, key: str, listed: bool = False) -> bool:
         """Whether a case-folded word is in none of the everyday, ward, English, clinical and drug
@@ -345,6 +401,8 @@ class HonorificDetector:
                 continue
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
+            if has_word and key in self._credential_words and token.word.isupper():
+                break  # "Oswin Brackenholt RRT": a credential in capitals follows the name
             if has_word and token.numbered and key in calendar_words():
                 break  # "Signed: Nurse Pang Dec 2017", "Dr Lim July 19th": a date follows the name
             if previous_connector:

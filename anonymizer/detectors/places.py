@@ -86,6 +86,18 @@ def _words(values: Iterable[str]) -> frozenset[str]:
     return frozenset(v.strip().lower() for v in values if v.strip())
 
 
+@lru_cache(maxsize=2)
+def town_names(folder: Path) -> frozenset[str]:
+    """The towns of `folder`/cities.txt, lower case: read once, where a detector other than this
+    one must tell a town from a name ("Towson, MD" is a state after its town)."""
+    return frozenset(name.lower() for name, _ in _read_pairs(folder / "cities.txt"))
+
+
+def state_codes(folder: Path) -> frozenset[str]:
+    """The US states' postal codes of `folder`/states.txt, lower case ("md", "pa")."""
+    return frozenset(code.lower() for _, code in _read_pairs(folder / "states.txt"))
+
+
 def _read_pairs(path: Path) -> list[tuple[str, str]]:
     """Lines ``name<TAB>value`` of a generated place file ('#' lines are its header)."""
     pairs = []
