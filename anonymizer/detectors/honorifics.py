@@ -21,8 +21,8 @@ import regex
 
 from anonymizer.detectors import lowered, titlecase, whole_words
 from anonymizer.detectors.pattern_rules import read_toml
-from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.detectors.places import state_codes, town_names
+from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.detectors.values import read_abbreviations
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
