@@ -42,8 +42,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-GIVEN = ["Antonette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisyah", "Kumaravel", "Mei Ling", "Oluwaseun"]
-FAMILY = ["Brucer", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
+GIVEN = ["Marisette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisyah", "Kumaravel", "Mei Ling", "Oluwaseun"]
+FAMILY = ["Vrabel", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
 FILLER = (
     "pt c/o chest pain 2/7 BP 120/70 HR 88 afebrile lungs clear abdomen soft non tender plan review "
     "bloods FBC U/E LFT CXR ECG sinus rhythm no acute changes continue current medications follow up"

@@ -1,6 +1,6 @@
 """Regenerate rules/common_words.txt: ordinary English and clinical words that are not names.
 
-The honorific detector stops extending a name at these words ("dr healey aware" -> "healey").
+The honorific detector stops extending a name at these words ("dr quiley aware" -> "quiley").
 Run once by a developer (``python rules/build_common_words.py``) and commit the output; at run time
 only the .txt file is read, so wordfreq and faker are development dependencies only.
 

@@ -14,14 +14,14 @@ settings.register_profile("anonymizer", deadline=None)
 settings.load_profile("anonymizer")
 
 PATIENTS = [
-    dict(patient_id=1, given_name="Antonette", family_name="Brucer", next_of_kin="Mary Brucer", nric="S1234567D",
+    dict(patient_id=1, given_name="Marisette", family_name="Vrabel", next_of_kin="Mary Vrabel", nric="S1234567D",
          phone="+65 9123 4567", date_of_birth=dt.date(1950, 3, 12), address="Blk 12 Lorong Lew Lian #05-12 Singapore 530012"),
     dict(patient_id=2, given_name="Ravi", family_name="Kumar", next_of_kin=None, nric="T0123456G",
          phone="6777 1234", date_of_birth=dt.date(1988, 11, 2), address=None),
 ]
 NOTES = [
-    dict(note_id=10, patient_id=1, body="Pt ANTONETTE BRUCER, NRIC S1234567D, seen by Dr. Healey. Daughter Mary called 9123 4567."),
-    dict(note_id=11, patient_id=1, body="antonete c/o vomiting 2/7, BP 120/70. DOB 12/03/1950."),
+    dict(note_id=10, patient_id=1, body="Pt MARISETTE VRABEL, NRIC S1234567D, seen by Dr. Quiley. Daughter Mary called 9123 4567."),
+    dict(note_id=11, patient_id=1, body="marisete c/o vomiting 2/7, BP 120/70. DOB 12/03/1950."),
     dict(note_id=12, patient_id=2, body="Mr Kumar stable. Ravi's brother visited on 3rd of March 2019."),
     dict(note_id=13, patient_id=3, body="No record for this patient; call 6123-4567 on 12 Mar 2019."),
     dict(note_id=14, patient_id=2, body=""),
@@ -82,7 +82,7 @@ def create_hospital(url: str, patients=PATIENTS, notes=NOTES) -> None:
     with engine.begin() as conn:
         conn.execute(p.insert(), patients)
         conn.execute(n.insert(), notes)
-        conn.execute(s.insert(), [dict(staff_id=1, full_name="Healey")])
+        conn.execute(s.insert(), [dict(staff_id=1, full_name="Quiley")])
     engine.dispose()
 
 

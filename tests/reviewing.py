@@ -19,7 +19,7 @@ from anonymizer.run import run
 from anonymizer.target import Target
 from tests.conftest import CONFIG, NOTES, create_hospital
 
-SCRIPT_NOTE = dict(note_id=15, patient_id=1, body="<script>alert('x')</script> <b>bold</b> & Antonette\r\nok")
+SCRIPT_NOTE = dict(note_id=15, patient_id=1, body="<script>alert('x')</script> <b>bold</b> & Marisette\r\nok")
 EMOJI_NOTE = dict(note_id=16, patient_id=2, body="🙂 Ravi seen with wife Priya at Tan Tock Seng.")
 NOTES_HERE = [*NOTES, SCRIPT_NOTE, EMOJI_NOTE]
 

@@ -70,31 +70,31 @@ def test_the_package_top_exports_the_api_and_imports_it_only_when_used():
 
 @pytest.fixture(scope="module")
 def rules_only() -> Deidentifier:
-    return Deidentifier.default(lists={"DOCTOR": ["Healey"]}, classifier=NO_SVM)
+    return Deidentifier.default(lists={"DOCTOR": ["Quiley"]}, classifier=NO_SVM)
 
 
-RECORD = PatientRecord("1", names=("Antonette Brucer",), identifiers=("S1234567D",))
+RECORD = PatientRecord("1", names=("Marisette Vrabel",), identifiers=("S1234567D",))
 
 
 def test_deidentify_returns_the_text_and_its_explained_spans(rules_only):
-    text = "Pt antonete BRUCER, NRIC S1234567D, seen by Dr. Healey."
+    text = "Pt marisete VRABEL, NRIC S1234567D, seen by Dr. Quiley."
     result = rules_only.deidentify(text, RECORD)
     assert result.text == "Pt [PATIENT], NRIC [ID], seen by Dr. [DOCTOR]."  # touching spans are one
     assert result.original == text
     assert all(isinstance(s, MergedSpan) for s in result.spans)
     assert [(text[s.start : s.end], s.category) for s in result.spans] == [
-        ("antonete BRUCER", "PATIENT"),
+        ("marisete VRABEL", "PATIENT"),
         ("S1234567D", "ID"),
-        ("Healey", "DOCTOR"),
+        ("Quiley", "DOCTOR"),
     ]
     assert result.spans[1].sources == ("record:identifier", "regex:nric")
-    assert result.explain().splitlines()[0] == "3-18 PATIENT 'antonete BRUCER': record:name"
+    assert result.explain().splitlines()[0] == "3-18 PATIENT 'marisete VRABEL': record:name"
     # without a record, only the detectors that need none
-    assert rules_only.deidentify("Pt antonete, seen by Dr. Healey.").text == "Pt antonete, seen by Dr. [DOCTOR]."
+    assert rules_only.deidentify("Pt marisete, seen by Dr. Quiley.").text == "Pt marisete, seen by Dr. [DOCTOR]."
 
 
 def test_anonymize_patient_takes_notes_or_strings_and_refuses_another_patients_notes(rules_only):
-    results = rules_only.anonymize_patient(RECORD, [Note("n9", "1", "Antonette well."), "S1234567D"])
+    results = rules_only.anonymize_patient(RECORD, [Note("n9", "1", "Marisette well."), "S1234567D"])
     assert all(isinstance(r, NoteResult) for r in results)
     assert [(r.note_id, r.text) for r in results] == [("n9", "[PATIENT] well."), ("2", "[ID]")]
     with pytest.raises(ValueError, match="notes of patient '2'"):
@@ -104,9 +104,9 @@ def test_anonymize_patient_takes_notes_or_strings_and_refuses_another_patients_n
 def test_a_failed_note_raises_from_deidentify_and_is_a_result_from_anonymize_patient():
     deid = Deidentifier.default(detectors=DetectorsConfig(note_timeout=1e-9), classifier=NO_SVM)
     with pytest.raises(DeidentificationFailed) as info:
-        deid.deidentify("Pt Antonette seen. " * 200, RECORD)
+        deid.deidentify("Pt Marisette seen. " * 200, RECORD)
     assert info.value.reason.startswith("NoteTimeout")
-    (result,) = deid.anonymize_patient(RECORD, ["Pt Antonette seen. " * 200])
+    (result,) = deid.anonymize_patient(RECORD, ["Pt Marisette seen. " * 200])
     assert result.text is None and result.error.startswith("NoteTimeout")
 
 
@@ -122,14 +122,14 @@ def test_from_config_builds_what_a_run_builds(hospital, monkeypatch):
         for patient_id, record in batch.records.items():
             notes = [n for n in batch.notes if n.patient_id == patient_id]
             assert by_path.anonymize_patient(record, notes) == anonymize_patient(record, notes, pipeline)
-    assert by_path.deidentify("Seen by Dr. Healey.").text == "Seen by Dr. [DOCTOR]."  # a list read from the source
+    assert by_path.deidentify("Seen by Dr. Quiley.").text == "Seen by Dr. [DOCTOR]."  # a list read from the source
 
 
 def test_default_takes_the_replacement_mode(monkeypatch):
     monkeypatch.setenv("ANONYMIZER_SECRET", "0f1e2d3c4b5a69788796a5b4c3d2e1f0")
     deid = Deidentifier.default(classifier=NO_SVM, replace=ReplaceConfig(mode="surrogates"))
-    text = "Pt Antonette Brucer, NRIC S1234567D."
+    text = "Pt Marisette Vrabel, NRIC S1234567D."
     result = deid.deidentify(text, RECORD)
-    assert "[" not in result.text and "Antonette" not in result.text and "S1234567D" not in result.text
+    assert "[" not in result.text and "Marisette" not in result.text and "S1234567D" not in result.text
     assert deid.deidentify(text, RECORD).text == result.text  # same key, same surrogates
     assert dataclasses.replace(result, text="").spans == Deidentifier.default(classifier=NO_SVM).deidentify(text, RECORD).spans

@@ -34,14 +34,14 @@ def test_leaks_clean_target_exits_0(done):
 
 
 def test_planted_leak_is_found_with_exit_1_and_no_values_unless_asked(done):
-    set_target_text(done, "11", "[PATIENT] Antonete, NRIC s 1234567 d, call +65-9123-4567, born 12 Mar 1950")
+    set_target_text(done, "11", "[PATIENT] Marisete, NRIC s 1234567 d, call +65-9123-4567, born 12 Mar 1950")
     result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
     assert result.exit_code == 1
     findings = json.loads(result.stdout)
     assert {f["field"] for f in findings} >= {"name", "identifier", "phone", "date"}
     assert all(f["note_id"] == "11" and "value" not in f for f in findings)
     shown = runner.invoke(app, ["audit", "leaks", "--show-values", "--config", str(done)])
-    assert "Antonete" in shown.stdout
+    assert "Marisete" in shown.stdout
 
 
 def test_tags_themselves_are_not_leaks(done):
@@ -102,7 +102,7 @@ def test_a_review_file_that_is_not_review_lines_is_one_error_line(done, tmp_path
 def test_the_gate_keeps_the_shipped_name_threshold_when_the_run_lowers_it(done):
     # A run configured with a stricter name threshold must not also narrow the gate's variant matching.
     done.write_text(done.read_text() + "\n[detectors]\nname_threshold = 0.05\n")
-    set_target_text(done, "11", "[PATIENT] Antonete c/o vomiting")
+    set_target_text(done, "11", "[PATIENT] Marisete c/o vomiting")
     result = runner.invoke(app, ["audit", "leaks", "--json", "--config", str(done)])
     assert result.exit_code == 1
     assert "names checked with threshold 0.33 (the shipped default), not the configured 0.05" in result.stderr

@@ -25,7 +25,7 @@ from tests.servers import anonymized, check_every_note_once, execute, kind_of, q
 runner = CliRunner()
 
 PATIENTS = [
-    dict(patient_id=1, given_name="Antonette", family_name="Brucer", next_of_kin="Mary Brucer", nric="S1234567D"),
+    dict(patient_id=1, given_name="Marisette", family_name="Vrabel", next_of_kin="Mary Vrabel", nric="S1234567D"),
     dict(patient_id=2, given_name="Ravi", family_name="Kumar", next_of_kin=None, nric="T0123456G"),
     dict(patient_id=3, given_name="José", family_name="O'Brien", next_of_kin="Siobhán Ní Bhriain", nric=None),
     dict(patient_id=4, given_name="大文", family_name="陈", next_of_kin=None, nric=None),
@@ -44,7 +44,7 @@ NOTES = [
     dict(note_id=5, patient_id=4, body="陈 大文 seen today, stable."),
     dict(note_id=6, patient_id=5, body="Mr Tan seen, NRIC S1234567D not his."),
     dict(note_id=7, patient_id=6, body="Seen 12/03/2019, call 6123 4567."),
-    dict(note_id=8, patient_id=99, body="No record: call 6123-4567 on 12 Mar 2019, Dr Healey."),
+    dict(note_id=8, patient_id=99, body="No record: call 6123-4567 on 12 Mar 2019, Dr Quiley."),
     dict(note_id=9, patient_id=7, body="Mei Ling Goh (Meiling Ng before marriage) seen."),
     dict(note_id=10, patient_id=2, body="Ravi \u202eKumar\u202c مريض שלום Ravi"),
     dict(note_id=13, patient_id=3, body=ONE_MB),
@@ -75,7 +75,7 @@ def create_source(url: str, patients=PATIENTS, notes=NOTES, body_type: sa.types.
         conn.execute(p.insert(), [{**dict(phone=None, address=None, date_of_birth=None), **row} for row in patients])
         if notes:
             conn.execute(n.insert(), notes)
-        conn.execute(s.insert(), [dict(staff_id=1, full_name="Healey")])
+        conn.execute(s.insert(), [dict(staff_id=1, full_name="Quiley")])
     engine.dispose()
 
 
@@ -127,7 +127,7 @@ def test_bad_notes_each_get_one_clear_outcome(databases, tmp_path, reference, so
     assert "陈" not in out["5"] and "大文" not in out["5"]
     assert "Tan" not in out["6"] and "[ID]" in out["6"]
     assert "12/03/2019" not in out["7"] and "6123 4567" not in out["7"]
-    assert "6123-4567" not in out["8"] and "12 Mar 2019" not in out["8"] and "Healey" not in out["8"]
+    assert "6123-4567" not in out["8"] and "12 Mar 2019" not in out["8"] and "Quiley" not in out["8"]
     for name in ("Mei Ling", "Goh", "Meiling", "Ng "):  # both rows of the duplicated patient id count
         assert name not in out["9"]
     assert "Ravi" not in out["10"] and "Kumar" not in out["10"] and "مريض שלום" in out["10"]
@@ -146,7 +146,7 @@ def test_a_dense_1mb_note_over_its_time_budget_is_a_failure_row_and_the_others_a
     any stage that outlasts the budget, however fast the machine: the note fails with the budget
     and its length only, and the patient's other note is anonymized."""
     source, target = f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}"
-    dense = ("Pt José O'Brien seen 12/03/2019 by Dr Healey, call 9123 4567. BP 120/70. " * 14_000)[:1_000_000]
+    dense = ("Pt José O'Brien seen 12/03/2019 by Dr Quiley, call 9123 4567. BP 120/70. " * 14_000)[:1_000_000]
     create_source(source, notes=[dict(note_id=1, patient_id=3, body=dense), dict(note_id=2, patient_id=3, body="José ok")])
     config = write_config(tmp_path / "anonymizer.toml", source, target, "\n[detectors]\nnote_timeout = 2.0\n")
     real = worker_module.build_pipeline
@@ -197,7 +197,7 @@ def test_a_note_that_fails_is_one_failure_row_shown_by_audit_and_redone_later(da
 
         def explode(text, record) -> list[Span]:
             if "vomiting" in text:
-                raise Boom("detector crashed on 'antonete c/o vomiting'")  # must not reach the target
+                raise Boom("detector crashed on 'marisete c/o vomiting'")  # must not reach the target
             return []
 
         pipeline.detectors.append(explode)
@@ -314,7 +314,7 @@ def test_target_refusing_writes_mid_run_exits_2_marks_the_run_failed_and_half_wr
     execute(target, *REFUSE[kind])
     message = one_line_error(["run", "--config", str(config)])
     assert message.startswith("error: run failed: ") and ("53100" in message or "full" in message)
-    assert "Antonette" not in message and "6123" not in message
+    assert "Marisette" not in message and "6123" not in message
     assert query(target, "SELECT status, notes_done FROM runs") == [("failed", 2)]
     # Batches (by patient) are (10, 11), (12, 14), (13): the first committed whole, the second not at all.
     assert sorted(anonymized(target)) == ["10", "11"]

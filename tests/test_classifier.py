@@ -42,7 +42,7 @@ from anonymizer.spans import Span, union
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "physionet-nursing"
 
-DOCTORS = ["Healey", "Rizzo", "Souza", "Bean", "Kowalski", "Nguyen", "Okafor", "Lindqvist"]
+DOCTORS = ["Quiley", "Rizzo", "Souza", "Bean", "Kowalski", "Nguyen", "Okafor", "Lindqvist"]
 RELATIVES = ["Mary", "Hank", "Lisa", "Janet", "Vinny", "Ed"]
 PLACES = ["Calvert", "Kernan", "Catonsville", "Harford", "Towson"]
 TEMPLATES = [
@@ -77,7 +77,7 @@ def synthetic_corpus(notes: int = 60, seed: int = 7) -> Corpus:
                     piece = piece[:at] + values[key] + piece[at + len(marker):]
             text += piece + "\n"
         out.append(GoldNote(str(k), pid, text, tuple(sorted(spans))))
-    return Corpus("synthetic", out, records, {"DOCTOR": ["Healey", "Rizzo"]})
+    return Corpus("synthetic", out, records, {"DOCTOR": ["Quiley", "Rizzo"]})
 
 
 @pytest.fixture(scope="module")
@@ -266,11 +266,11 @@ def test_patient_propagation_hook(tmp_path, corpus):
 def test_shipped_model_loads_and_runs():
     if not DEFAULT_MODEL.is_file():
         pytest.skip("no shipped model")
-    detector = load_detector(ClassifierConfig(), {"DOCTOR": ["Healey"]})
+    detector = load_detector(ClassifierConfig(), {"DOCTOR": ["Quiley"]})
     assert detector.threshold == load_model().threshold
     assert DEFAULT_MODEL.stat().st_size < 8_000_000
     text = "SOCIAL: wife Mary in to visit. Seen by Dr. Nessenson; transferred from Calvert Hospital 7/23."
-    spans = detector(text, PatientRecord("1", names=("ANTONETTE", "BRUCER")), [])
+    spans = detector(text, PatientRecord("1", names=("MARISETTE", "VRABEL")), [])
     found = {text[s.start:s.end] for s in spans}
     assert "Nessenson" in found or "Mary" in found
     # a threshold above every score leaves only what the recall heuristics add ("wife Mary")
@@ -483,7 +483,7 @@ def test_a_place_goes_on_over_the_words_of_a_facility_name():
     [
         ("moved to University of Maryland", "Maryland", {"University", "of"}),
         ("daughter Grace of Reisterstown visited", "Reisterstown", set()),
-        ("Nephew, Neil Meitz of Towson visited", "Towson", set()),
+        ("Nephew, Oswin Quellmore of Towson visited", "Towson", set()),
     ],
 )
 def test_of_joins_a_place_name_but_never_ends_one(text, place, expected):

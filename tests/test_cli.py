@@ -42,7 +42,7 @@ def error_line(args: list[str]) -> str:
 
 
 @pytest.mark.parametrize(
-    "content, line", [("Dr Tan\nJosé Müller\n".encode("latin-1"), 2), (b"Dr Tan\nHealey\n\x89PNG\x00\x01", 3)], ids=["latin1", "binary"]
+    "content, line", [("Dr Tan\nJosé Müller\n".encode("latin-1"), 2), (b"Dr Tan\nQuiley\n\x89PNG\x00\x01", 3)], ids=["latin1", "binary"]
 )
 def test_a_list_file_that_is_not_utf8_text_is_one_line_naming_the_file_and_line(hospital, tmp_path, content, line):
     (tmp_path / "doctors.txt").write_bytes(content)

@@ -17,16 +17,16 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_db"
 def write_physionet(folder: Path) -> None:
     folder.mkdir()
     (folder / "id.text").write_text(
-        "START_OF_RECORD=1||||1||||\nPt seen by Dr Healey 7/22.\n||||END_OF_RECORD\n"
+        "START_OF_RECORD=1||||1||||\nPt seen by Dr Quiley 7/22.\n||||END_OF_RECORD\n"
         "START_OF_RECORD=1||||2||||\nno phi here\n||||END_OF_RECORD\n"
         "START_OF_RECORD=3||||1||||\nwife Mary called from Calvert\n||||END_OF_RECORD\n"
     )
     (folder / "id-phi.phrase").write_text(
-        "1 1 14 20 HCPName Healey\n1 1 21 25 Date 7/22\n3 1 5 9 RelativeProxyName Mary\n3 1 22 29 Location Calvert\n"
+        "1 1 14 20 HCPName Quiley\n1 1 21 25 Date 7/22\n3 1 5 9 RelativeProxyName Mary\n3 1 22 29 Location Calvert\n"
     )
-    (folder / "pid_patientname.txt").write_text("1||||ANTONETTE||||BRUCER\n3||||JOSEPHINE||||ROMERO\n")
+    (folder / "pid_patientname.txt").write_text("1||||MARISETTE||||VRABEL\n3||||JOSEPHINE||||ROMERO\n")
     (folder / "lists").mkdir()
-    (folder / "lists" / "doctor_last_names.txt").write_text("HEALEY\nRIZZO \n")
+    (folder / "lists" / "doctor_last_names.txt").write_text("QUILEY\nRIZZO \n")
     (folder / "lists" / "stripped_hospitals.txt").write_text("Calvert Memorial\n")
 
 
@@ -35,13 +35,13 @@ def test_physionet_format(tmp_path):
     corpus = load_physionet(tmp_path / "c")
     assert [n.note_id for n in corpus.notes] == ["1-1", "1-2", "3-1"]
     first = corpus.notes[0]
-    assert first.text == "Pt seen by Dr Healey 7/22.\n"
-    assert [(first.text[s:e], c) for s, e, c in first.spans] == [("Healey", "DOCTOR"), ("7/22", "DATE")]
+    assert first.text == "Pt seen by Dr Quiley 7/22.\n"
+    assert [(first.text[s:e], c) for s, e, c in first.spans] == [("Quiley", "DOCTOR"), ("7/22", "DATE")]
     assert corpus.notes[1].spans == ()
     third = corpus.notes[2]
     assert [(third.text[s:e], c) for s, e, c in third.spans] == [("Mary", "RELATIVE"), ("Calvert", "LOCATION")]
-    assert corpus.records["1"].names == ("ANTONETTE", "BRUCER")
-    assert corpus.lists == {"DOCTOR": ["HEALEY", "RIZZO"], "HOSPITAL": ["Calvert Memorial"]}
+    assert corpus.records["1"].names == ("MARISETTE", "VRABEL")
+    assert corpus.lists == {"DOCTOR": ["QUILEY", "RIZZO"], "HOSPITAL": ["Calvert Memorial"]}
     assert load_corpus(tmp_path / "c").notes == corpus.notes
 
 

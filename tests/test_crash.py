@@ -26,8 +26,8 @@ from tests.servers import anonymized, check_every_note_once, query, write_config
 
 SEED = 20261122
 KILLS = 20
-GIVEN = ["Antonette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisyah", "Kumaravel", "Mei Ling", "Oluwaseun"]
-FAMILY = ["Brucer", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
+GIVEN = ["Marisette", "Ravi", "Siti", "Wei Ming", "José", "Siobhan", "Nur Aisyah", "Kumaravel", "Mei Ling", "Oluwaseun"]
+FAMILY = ["Vrabel", "Kumar", "binte Ali", "Tan", "O'Brien", "Lim", "Rahman", "Fernandes", "Goh", "Adeyemi"]
 
 
 def hospital(rng: random.Random, patients: int = 60, notes: int = 5000) -> tuple[list[dict], list[dict]]:

@@ -75,7 +75,7 @@ def test_run_reprocess_and_leak_audit(databases, tmp_path, reference, source_kin
 
     code, out, err = cli("audit", "leaks", "--config", config)
     assert code == 0, out + err
-    execute(target, "UPDATE anonymized_notes SET text = 'Antonete called, NRIC S1234567D' WHERE note_id = '11'")
+    execute(target, "UPDATE anonymized_notes SET text = 'Marisete called, NRIC S1234567D' WHERE note_id = '11'")
     code, out, _ = cli("audit", "leaks", "--json", "--config", config)
     assert code == 1
     assert {f["field"] for f in json.loads(out)} >= {"name", "identifier"}

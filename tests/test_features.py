@@ -113,13 +113,13 @@ def test_context_window_cues_and_lists_on_fragmented_text():
 
 
 def test_patient_name_edit_distance_ratio():
-    record = PatientRecord("1", names=("ANTONETTE", "BRUCER"))
+    record = PatientRecord("1", names=("MARISETTE", "VRABEL"))
     extractor = FeatureExtractor()
-    text = "pt antonette seen; brucr family in. brucer aware"
-    assert "record:pt=exact" in feats_of(extractor, text, "antonette", record)
-    assert "record:pt=lt34" in feats_of(extractor, text, "brucr", record)  # d=1, 1/5 = 0.2
-    bands = ratio_bands(["brucer", "in", "aware"], ["brucer", "antonette"])
-    assert bands == {"brucer": "exact"}
+    text = "pt marisette seen; vrabl family in. vrabel aware"
+    assert "record:pt=exact" in feats_of(extractor, text, "marisette", record)
+    assert "record:pt=lt34" in feats_of(extractor, text, "vrabl", record)  # d=1, 1/5 = 0.2
+    bands = ratio_bands(["vrabel", "in", "aware"], ["vrabel", "marisette"])
+    assert bands == {"vrabel": "exact"}
 
 
 def test_feature_classes_can_be_switched_off_and_features_are_deterministic():

@@ -22,21 +22,21 @@ from anonymizer.replace import replace_with_tags
 from anonymizer.settings import ClassifierConfig, DetectorsConfig
 from anonymizer.spans import CATEGORIES, MergedSpan, Span, union
 
-LISTS = {"DOCTOR": ["Healey", "K H Tan"], "HOSPITAL": ["Singapore General Hospital"], "LOCATION": ["Lorong Lew Lian"]}
+LISTS = {"DOCTOR": ["Quiley", "K H Tan"], "HOSPITAL": ["Singapore General Hospital"], "LOCATION": ["Lorong Lew Lian"]}
 PIPELINE = build_pipeline(DetectorsConfig(), LISTS, ClassifierConfig(enabled=False))
 RECORD = PatientRecord(
     "1",
-    names=("Antonette", "Brucer", "José", "O'Brien", "陈", "大文"),
-    relatives=("Mary Brucer", "Siobhán Ní Bhriain"),
+    names=("Marisette", "Vrabel", "José", "O'Brien", "陈", "大文"),
+    relatives=("Mary Vrabel", "Siobhán Ní Bhriain"),
     identifiers=("S1234567D",),
     phones=("+65 9123 4567",),
     dates=(dt.date(1950, 3, 12),),
     addresses=("Blk 12 Lorong Lew Lian #05-12 Singapore 530012",),
 )
 FRAGMENTS = [
-    "Antonette", "antonete", "BRUCER", "José", "Jose", "O'Brien", "陈 大文", "Mary", "Siobhán", "S1234567D",
+    "Marisette", "marisete", "VRABEL", "José", "Jose", "O'Brien", "陈 大文", "Mary", "Siobhán", "S1234567D",
     "s 1234567 d", "9123 4567", "+65-9123-4567", "12/03/1950", "12 Mar 1950", "3rd of March 2019", "Dr. K H Tan",
-    "Mdm Siti binte Ali", "Mr", "dr", "Healey", "Singapore General Hospital", "Lorong Lew Lian", "#05-12",
+    "Mdm Siti binte Ali", "Mr", "dr", "Quiley", "Singapore General Hospital", "Lorong Lew Lian", "#05-12",
     "john.tan@example.com", "http://x.example/a?b", "age 93", "BP 120/70", "c/o", "2/7", "\x00", "\u202e", "\u200d",
 ]
 SPECIAL = st.sampled_from(
@@ -134,7 +134,7 @@ def test_the_unit_of_work_never_fails_a_note(texts, record):
 
 BLOB = base64.b64encode(random.Random(0).randbytes(3_000)).decode()
 RUNS = st.sampled_from([
-    "é", "°", "1/", "12/12/2012 ", "12/03/", "9123 4567 ", "José ", "O'Brien", "S1234567D", "a", "1", " ", "\n", "Dr Healey ",
+    "é", "°", "1/", "12/12/2012 ", "12/03/", "9123 4567 ", "José ", "O'Brien", "S1234567D", "a", "1", " ", "\n", "Dr Quiley ",
     "3/12 ago ", "BP 120/70 ", "\u202e", "陈大文", "+", "-", ".", "Mar ", BLOB,
 ])
 

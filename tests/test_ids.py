@@ -26,7 +26,7 @@ from tests.servers import execute, query, write_config
 runner = CliRunner()
 
 DUPLICATE = "DuplicateNoteId: 2 source rows share this note id"
-NAMES = ("Antonette", "Brucer", "Ravi", "Kumar")
+NAMES = ("Marisette", "Vrabel", "Ravi", "Kumar")
 
 
 def create_source(url: str, patient_type: str, note_id_type: str, note_patient_type: str, patients, notes) -> None:
@@ -47,7 +47,7 @@ def create_source(url: str, patient_type: str, note_id_type: str, note_patient_t
             )
         for note_id, pid, body in notes:
             conn.execute(sa.text("INSERT INTO notes (note_id, patient_id, body) VALUES (:n, :p, :b)"), dict(n=note_id, p=pid, b=body))
-        conn.execute(sa.text("INSERT INTO staff VALUES (1, 'Healey')"))
+        conn.execute(sa.text("INSERT INTO staff VALUES (1, 'Quiley')"))
     engine.dispose()
 
 
@@ -90,8 +90,8 @@ def test_a_patient_the_database_matches_has_its_record(
     databases, tmp_path, kind, patient_type, note_patient_type, record_id, note_patient
 ):
     source, target = databases.url(kind, "src"), databases.url("sqlite", "dst")
-    notes = [(1, note_patient, "Pt Antonette Brucer seen."), (2, note_patient, "ANTONETTE stable.")]
-    create_source(source, patient_type, "INTEGER", note_patient_type, [(record_id, "Antonette", "Brucer")], notes)
+    notes = [(1, note_patient, "Pt Marisette Vrabel seen."), (2, note_patient, "MARISETTE stable.")]
+    create_source(source, patient_type, "INTEGER", note_patient_type, [(record_id, "Marisette", "Vrabel")], notes)
     config = config_for(tmp_path, source, target)
 
     summary = run(config)
@@ -101,11 +101,11 @@ def test_a_patient_the_database_matches_has_its_record(
     assert set(done) == {"1", "2"} and not failed
     assert {p for p, _ in done.values()} == {note_patient}
     assert set(Source(config).patient_ids()) == {note_patient}
-    assert Source(config).records([note_patient])[note_patient].names == ("Antonette", "Brucer")  # as audits read it
+    assert Source(config).records([note_patient])[note_patient].names == ("Marisette", "Vrabel")  # as audits read it
 
     # A corrected record: changed_patients and reprocess find the patient by the notes' key.
     execute(source, "UPDATE patients SET family_name = 'Kumar'")
-    execute(source, "UPDATE notes SET body = 'Pt Antonette Kumar seen.' WHERE note_id = 1")
+    execute(source, "UPDATE notes SET body = 'Pt Marisette Kumar seen.' WHERE note_id = 1")
     assert changed_patients(Source(config), Target(config.target.url)) == [note_patient]
     summary = reprocess(config, changed=True)
     assert summary.done == 2 and summary.no_record == 0
@@ -120,27 +120,27 @@ def test_a_patient_the_database_matches_has_its_record(
 def test_patient_columns_the_database_cannot_compare_stop_the_run(databases, tmp_path):
     source, target = databases.url("postgresql", "src"), databases.url("sqlite", "dst")
     uid = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
-    create_source(source, "UUID", "INTEGER", "TEXT", [(uid, "Antonette", "Brucer")], [(1, "{" + uid.upper() + "}", "Antonette")])
+    create_source(source, "UUID", "INTEGER", "TEXT", [(uid, "Marisette", "Vrabel")], [(1, "{" + uid.upper() + "}", "Marisette")])
     result = runner.invoke(app, ["run", "--config", str(write_config(tmp_path / "a.toml", source, target))])
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error: notes.patient: column 'patient_id' (TEXT) cannot be compared with patients.id")
-    assert "UUID" in line and "Antonette" not in line
+    assert "UUID" in line and "Marisette" not in line
     assert not sa.inspect(sa.create_engine(target)).get_table_names()  # nothing written
 
 
 # ---- note ids: rows sharing one become one failure row ---------------------------------------------
 
-PATIENTS = [(1, "Antonette", "Brucer"), (2, "Ravi", "Kumar")]
+PATIENTS = [(1, "Marisette", "Vrabel"), (2, "Ravi", "Kumar")]
 
 
 def shared_id_notes(first, second, second_patient: int = 2) -> list[tuple]:
     """Notes of two patients, with ids `first` (patient 1) and `second` (`second_patient`)."""
     return [
-        (first, 1, "Pt Antonette Brucer seen."),
-        (3, 1, "Brucer stable."),
-        (4, 1, "antonete ok"),
-        (second, second_patient, "Mr Ravi Kumar reviewed." if second_patient == 2 else "Antonette again"),
+        (first, 1, "Pt Marisette Vrabel seen."),
+        (3, 1, "Vrabel stable."),
+        (4, 1, "marisete ok"),
+        (second, second_patient, "Mr Ravi Kumar reviewed." if second_patient == 2 else "Marisette again"),
         (6, 2, "Kumar discharged."),
     ]
 
@@ -244,7 +244,7 @@ def test_reprocess_keeps_a_shared_id_one_failure_row(databases, tmp_path):
 def test_long_ids_round_trip(databases, tmp_path, kind):
     source, target = databases.url("sqlite", "src"), databases.url(kind, "dst")
     note_id, patient = "ñ" * 700, "p" * 700  # beyond the old VARCHAR(191), within every target's keys
-    create_source(source, "TEXT", "TEXT", "TEXT", [(patient, "Antonette", "Brucer")], [(note_id, patient, "Antonette Brucer seen")])
+    create_source(source, "TEXT", "TEXT", "TEXT", [(patient, "Marisette", "Vrabel")], [(note_id, patient, "Marisette Vrabel seen")])
     summary = run(config_for(tmp_path, source, target))
     assert summary.done == 1 and summary.no_record == 0
     assert rows(target)[0] == {note_id: (patient, "[PATIENT] seen")}
@@ -263,7 +263,7 @@ def test_long_ids_round_trip(databases, tmp_path, kind):
 def test_an_id_longer_than_the_target_can_key_stops_the_run_before_writing(databases, tmp_path, kind, column, length, limit):
     source, target = databases.url("sqlite", "src"), databases.url(kind, "dst")
     ids = {"note_id": "1", "patient_id": "1", column: "é" * 800 if kind == "mariadb" else "é" * 1600}
-    create_source(source, "TEXT", "TEXT", "TEXT", [(ids["patient_id"], "Antonette", "Brucer")], [(ids["note_id"], ids["patient_id"], "ok")])
+    create_source(source, "TEXT", "TEXT", "TEXT", [(ids["patient_id"], "Marisette", "Vrabel")], [(ids["note_id"], ids["patient_id"], "ok")])
     result = runner.invoke(app, ["run", "--config", str(write_config(tmp_path / "a.toml", source, target))])
     assert result.exit_code == 2
     key = {"note_id": "notes.id", "patient_id": "notes.patient"}[column]

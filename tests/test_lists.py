@@ -9,7 +9,7 @@ from anonymizer.record import PatientRecord
 
 RECORD = PatientRecord("1")
 LISTS = {
-    "DOCTOR": ["Healey", "Tan Wei Ming"],
+    "DOCTOR": ["Quiley", "Tan Wei Ming"],
     "HOSPITAL": ["Tan Tock Seng Hospital", "TTSH", "SGH"],
     "LOCATION": ["Tan Tock Seng", "Ang Mo Kio", "Ang Mo Kio Avenue 3", "Novena   "],
 }
@@ -25,10 +25,10 @@ def found(detector, text):
 
 
 def test_entries_match_ignoring_case_and_whitespace(lists):
-    text = "Seen at tan  tock\nseng HOSPITAL by dr HEALEY; lives near Novena."
+    text = "Seen at tan  tock\nseng HOSPITAL by dr QUILEY; lives near Novena."
     assert found(lists, text) == [
         ("tan  tock\nseng HOSPITAL", "HOSPITAL", "lists:hospital"),
-        ("HEALEY", "DOCTOR", "lists:doctor"),
+        ("QUILEY", "DOCTOR", "lists:doctor"),
         ("Novena", "LOCATION", "lists:location"),
     ]
 
@@ -39,7 +39,7 @@ def test_longest_entry_wins(lists):
 
 
 def test_only_whole_words(lists):
-    assert found(lists, "TTSHx, sghospital, Healeys, xTanWeiMing") == []
+    assert found(lists, "TTSHx, sghospital, Quileys, xTanWeiMing") == []
 
 
 def test_a_listed_hospital_is_found_by_its_initials_only_from_four():
@@ -102,7 +102,7 @@ def test_a_staff_part_that_lower_cases_to_no_key_is_read_case_folded():
     assert [(s.start, s.end) for s in detector("Dr Sebaſtiano", RECORD)] == [(3, 13)]
 
 
-@given(st.text(alphabet="TanTockSengHOSPITALhealeyAngMoKio ,.-\n3ſK", max_size=80))
+@given(st.text(alphabet="TanTockSengHOSPITALquileyAngMoKio ,.-\n3ſK", max_size=80))
 def test_ascii_notes_searched_lower_cased_find_what_ignoring_case_finds(text):
     """ASCII notes take the lower-cased search; it must match exactly what the case-insensitive
     pattern matches (the others, with "ſ" or the Kelvin sign, take that pattern itself)."""

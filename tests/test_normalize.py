@@ -135,8 +135,8 @@ def test_surrogates_see_the_span_as_the_reader_does(monkeypatch):
 def test_a_real_run_releases_neither_and_the_gate_agrees(tmp_path):
     source, target = tmp_path / "hospital.db", tmp_path / "target.db"
     notes = NOTES + [
-        dict(note_id=20, patient_id=1, body=f"Pt Anto{ZWSP}nette Bru{SHY}cer, NRIC {FULL_NRIC}."),
-        dict(note_id=21, patient_id=1, body=f"{LRM}BRUCER{ZWSP}ANTONETTE called \uff19\uff11\uff12\uff13 4567"),
+        dict(note_id=20, patient_id=1, body=f"Pt Mari{ZWSP}sette Vra{SHY}bel, NRIC {FULL_NRIC}."),
+        dict(note_id=21, patient_id=1, body=f"{LRM}VRABEL{ZWSP}MARISETTE called \uff19\uff11\uff12\uff13 4567"),
     ]
     create_hospital(f"sqlite:///{source}", notes=notes)
     config = tmp_path / "anonymizer.toml"
@@ -163,7 +163,7 @@ def test_a_new_view_redoes_every_note(monkeypatch):
 
 def test_the_gate_finds_a_leak_hidden_by_invisible_or_full_width_characters(hospital):
     run(load_config(hospital))
-    text = f"[PATIENT] Anto{ZWSP}nette Bru{SHY}cer, NRIC {FULL_NRIC}"
+    text = f"[PATIENT] Mari{ZWSP}sette Vra{SHY}bel, NRIC {FULL_NRIC}"
     engine = sa.create_engine(load_config(hospital).target.url)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE anonymized_notes SET text = :t WHERE note_id = '11'"), dict(t=text))
@@ -172,6 +172,6 @@ def test_the_gate_finds_a_leak_hidden_by_invisible_or_full_width_characters(hosp
     assert result.exit_code == 1
     findings = json.loads(result.stdout)
     values = {(f["field"], f["value"]) for f in findings}
-    assert values >= {("name", f"Anto{ZWSP}nette Bru{SHY}cer"), ("identifier", FULL_NRIC)}
+    assert values >= {("name", f"Mari{ZWSP}sette Vra{SHY}bel"), ("identifier", FULL_NRIC)}
     assert all(text[f["start"] : f["end"]] == f["value"] for f in findings)  # offsets into the stored text
 

@@ -93,7 +93,7 @@ def test_a_source_schema_is_used_for_reflection_and_every_query(databases, tmp_p
     leaks = cli("audit", "leaks", "--json", "--config", str(config))  # records read from the schema too
     assert leaks.returncode == 0 and json.loads(leaks.stdout) == [], leaks.stderr
     note = cli("audit", "note", "10", "--config", str(config))
-    assert note.returncode == 0 and "ANTONETTE" in note.stdout
+    assert note.returncode == 0 and "MARISETTE" in note.stdout
 
 
 def test_reprocess_of_an_unknown_patient_exits_2_and_records_no_run(hospital):
@@ -131,7 +131,7 @@ def test_a_batch_job_gets_timestamped_progress_lines_and_a_json_summary(hospital
     assert all(re.match(STAMP, line) for line in result.stderr.splitlines()), "every log line carries its time"
     logged = log.read_text()
     assert "run 1: 5 of 5 notes" in logged and all(re.match(STAMP, line) for line in logged.splitlines())
-    for text in ("ANTONETTE", "Antonette", "S1234567D", "vomiting"):  # never note text or a record
+    for text in ("MARISETTE", "Marisette", "S1234567D", "vomiting"):  # never note text or a record
         assert text not in result.stderr and text not in logged and text not in result.stdout
 
 
@@ -203,7 +203,7 @@ def test_audit_leaks_json_is_an_array_empty_when_clean(hospital):
     target = load_config(hospital).target.url
     from tests.servers import execute
 
-    execute(target, "UPDATE anonymized_notes SET text = 'Antonete called' WHERE note_id = '11'")
+    execute(target, "UPDATE anonymized_notes SET text = 'Marisete called' WHERE note_id = '11'")
     found = cli("audit", "leaks", "--json", "-c", str(hospital))
     assert found.returncode == 1
     findings = json.loads(found.stdout)

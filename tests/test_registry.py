@@ -18,7 +18,7 @@ from anonymizer.resources import data_dir
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_NAMES = ("record", "honorific", "regex", "phones", "lists", "places", "svm")
 NO_SVM = ClassifierConfig(enabled=False)
-RECORD = PatientRecord("1", names=("Antonette Brucer",))
+RECORD = PatientRecord("1", names=("Marisette Vrabel",))
 
 
 class BedNumbers:
@@ -56,10 +56,10 @@ def test_the_catalogue_names_the_shipped_detectors_in_the_order_they_run():
 
 def test_a_detector_registered_through_the_public_api_runs_is_explained_and_can_be_disabled(registered):
     assert DETECTORS.names() == ("record", "honorific", "regex", "phones", "lists", "places", "beds", "svm")
-    text = "Antonette moved to bed 12A."
+    text = "Marisette moved to bed 12A."
     result = Deidentifier.default(classifier=NO_SVM).deidentify(text, RECORD)
     assert result.text == "[PATIENT] moved to [LOCATION]."
-    assert [(text[s.start : s.end], s.sources) for s in result.spans] == [("Antonette", ("record:name",)), ("bed 12A", ("beds:bed",))]
+    assert [(text[s.start : s.end], s.sources) for s in result.spans] == [("Marisette", ("record:name",)), ("bed 12A", ("beds:bed",))]
     off = Deidentifier.default(detectors=DetectorsConfig(disabled=("beds",)), classifier=NO_SVM).deidentify(text, RECORD)
     assert off.text == "[PATIENT] moved to bed 12A."
     with pytest.raises(ConfigError, match=r"unknown detector 'bed' \(one of record, honorific, regex, phones, lists, places, beds, svm\)"):

@@ -161,8 +161,8 @@ def test_train_learns_from_the_reviewed_notes(done, tmp_path):
     for note_id in ("10", "11", "12"):
         marks.accept(target, note_id, "ana", TEXT[note_id], sampled=False)
     corpus = reviewed_corpus(load_config(done), target)
-    assert {n.note_id for n in corpus.notes} == {"10", "11", "12"} and corpus.lists["DOCTOR"] == ["Healey"]
-    assert corpus.records["1"].names == ("Antonette", "Brucer")
+    assert {n.note_id for n in corpus.notes} == {"10", "11", "12"} and corpus.lists["DOCTOR"] == ["Quiley"]
+    assert corpus.records["1"].names == ("Marisette", "Vrabel")
 
     model = tmp_path / "m.json.gz"
     result = runner.invoke(app, ["train", "--reviews", str(done), "--out", str(model), "--augment", "0", "--json"])

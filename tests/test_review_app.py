@@ -107,7 +107,7 @@ def test_a_second_reviewer_is_kept_apart(server):
     assert bob.post(server.base + "/reviewer", {"name": "bob"}, csrf=csrf_of(page))[0] == 200
     page = bob.get(server.base + "/note?id=10")[1]
     assert 'value="bob"' in page
-    text = "Pt ANTONETTE BRUCER, NRIC S1234567D, seen by Dr. Healey."
+    text = "Pt MARISETTE VRABEL, NRIC S1234567D, seen by Dr. Quiley."
     body = {"note_id": "10", "start": text.index("Pt"), "end": 2, "category": "NAME", "verdict": "missed"}
     assert bob.post(server.base + "/api/mark", body, csrf=csrf_of(page))[0] == 200
     assert bob.post(server.base + "/reviewer", {"name": ""}, csrf=csrf_of(page))[0] == 400

@@ -19,7 +19,7 @@ from anonymizer.settings import ClassifierConfig, ConfigError, DetectorsConfig
 from tests.conftest import CONFIG, create_hospital
 
 MRN = "KH/2019/004417"  # a hospital's own record number: no packaged rule knows this shape
-NOTE = f"Referred from clinic, hospital no {MRN}. Seen by Dr. Healey."
+NOTE = f"Referred from clinic, hospital no {MRN}. Seen by Dr. Quiley."
 HOSPITAL_PATTERNS = r"""
 [[pattern]]
 name = "hospital_mrn"
@@ -204,9 +204,9 @@ def test_the_record_fields_are_described_with_the_categories_their_detector_give
 
     rules = data_dir("rules")
     detectors = record_detectors(rules, 0.33, PatternDetector.from_rules(rules).date_pattern)
-    record = PatientRecord("p1", names=("Antonette Brucer",), relatives=("Kumaravel Pillai",), identifiers=("S1234567D",))
-    text = "Antonette seen with Kumaravel, NRIC S1234567D"
+    record = PatientRecord("p1", names=("Marisette Vrabel",), relatives=("Kumaravel Pillai",), identifiers=("S1234567D",))
+    text = "Marisette seen with Kumaravel, NRIC S1234567D"
     found = {text[s.start : s.end]: s.category for d in detectors for s in d(text, record)}
-    assert found["Antonette"] == RECORD_FIELDS["names"]
+    assert found["Marisette"] == RECORD_FIELDS["names"]
     assert found["Kumaravel"] == RECORD_FIELDS["relatives"]
     assert found["S1234567D"] == RECORD_FIELDS["identifiers"]

@@ -299,7 +299,7 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
 
 RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
 RELATIVE_SKIP = frozenset({"name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
-# Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Healey" names two people.
+# Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Quiley" names two people.
 COURTESY_TITLES = frozenset({"mr", "mrs", "miss", "ms", "mdm", "madam"})
 RELABEL = frozenset({"DOCTOR", "NAME"})  # a name after a kinship word is a relative's, not a clinician's
 

@@ -4,7 +4,7 @@ Doctors and other people named in a note are mostly absent from the patient's re
 usually introduced by a title.  The title stays in the text; the name tokens after it are flagged.
 How far a name runs is decided token by token (see rules/honorifics.toml): initials, connectors,
 Capitalised words and words that are not common English or clinical words continue it; stop words
-and common words in lower case or capitals end it, so "dr healey aware" flags only "healey" and
+and common words in lower case or capitals end it, so "dr quiley aware" flags only "quiley" and
 "DR BURKE RENAL CONSULT" only "BURKE".
 """
 
@@ -196,8 +196,8 @@ class HonorificDetector:
             english=read_word_list(ENGLISH),
             medical=read_word_list(MEDICAL),
             given_names=read_word_list(FIRST_NAMES),
-            # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             places=rules_dir / "places",
+            # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             credentials=[c for c in rules.get("credentials", ()) if c not in read_abbreviations(rules_dir / "address_abbreviations.txt")],
         )
 
@@ -267,7 +267,7 @@ class HonorificDetector:
         spans = []
         for credential in self._credentials:
             for at in whole_words(low, credential):
-                if not (text.islower() or text[at : at + len(credential)].isupper()):
+                if not (single_case or text[at : at + len(credential)].isupper()):
                     continue  # in capitals ("RN", "R.N."), not "Md Ali" (Mohamed) nor "rn" in a note that Capitalises
                 match = self._name_before_credential.search(text, max(0, at - VERB_WINDOW), at)
                 if match is None or not self._name_like(match["name"], single_case):

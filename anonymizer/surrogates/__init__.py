@@ -9,7 +9,7 @@ without the secret the mapping cannot be recomputed (nor reversed by trying name
   (names and relatives) maps to one fake token of the same origin (Chinese, Malay, Indian,
   Western: looked up in ``rules/surrogates/names.txt``), kind (given or family) and gender where
   the lists know it; a misspelled word maps to the record token it matches by the names detector's
-  edit-distance ratio, so "antonete" and "ANTONETTE" become one fake, in lower and upper case.
+  edit-distance ratio, so "marisete" and "MARISETTE" become one fake, in lower and upper case.
   Case, initials, connectors
   ("bin", "s/o") and punctuation are kept.  Words not in the record (doctors, other people) get a
   fake chosen from the word itself and the patient key: consistent per patient.
