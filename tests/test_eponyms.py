@@ -70,8 +70,8 @@ def test_the_veto_leaves_other_categories_alone() -> None:
     ("text", "word", "vetoes"),
     [
         ("Jean Hudson, RN", "RN", True),
-        ("Mary Hulse, R.N.", "R", True),
-        ("Mary Hulse, R.N.", "N", True),
+        ("Mary Quimby, R.N.", "R", True),
+        ("Mary Quimby, R.N.", "N", True),
         ("David Murray RRT", "RRT", True),
         ('"I DON\'T WANT TO"', "DON", True),
         ("I'M TIRED", "I", True),

@@ -61,7 +61,7 @@ LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
 # A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
-# ("O'Neil", "D'Souza" go on with letters after the apostrophe's one or two).
+# ("O'Neil", "D'Costa" go on with letters after the apostrophe's one or two).
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 # Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
 INNER_CONNECTORS = frozenset({"of"})
@@ -170,14 +170,14 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
                 if "\n" in gap or (len(gap.strip(" .")) > 0 and not hyphenated):
                     break
                 if "." in gap and len(tokens.words[left]) > 1:
-                    break  # a period ends a sentence ("Dr. Vasquez. Await PT eval"), unless after an initial ("E. Nessenson")
+                    break  # a period ends a sentence ("Dr. Okafor. Await PT eval"), unless after an initial ("E. Nessenson")
                 if not _name_like(text, tokens, j, d, all_caps):
                     break
                 added[j] = category
                 j += step
         j = _after_and(text, tokens, i)
         if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
-            added[j] = category  # "Both Suzette and Hank are his proxies"
+            added[j] = category  # "Both Imelda and Oswin are his proxies"
     return added
 
 
@@ -213,13 +213,13 @@ def extend_places(text: str, tokens: Tokens, flagged: Sequence[str | None]) -> d
                 j += step
             last, beyond = j - step, 0 <= j < n and (flagged[j] in PLACE_CATEGORIES or j in added)
             if last != i and tokens.lowers[last] in INNER_CONNECTORS and not beyond:
-                del added[last]  # "of" ends no place: "daughter Grace of Reisterstown"
+                del added[last]  # "of" ends no place: "daughter Grace of Lindqvistown"
     return added
 
 
 def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dictionaries: Dictionaries | None = None) -> dict[int, str]:
     """The relatives named next to a kinship word: "dtr jenna called", "WIFE MARGO AT BEDSIDE",
-    "son - tom", "husband (jim)", "daughter Mary Ann Smith", "Sons David and Theodore", "Hank (son)".
+    "son - tom", "husband (jim)", "daughter Mary Ann Smith", "Sons Oswin and Leopold", "Hank (son)".
 
     A name right after a kinship word (or before one in brackets) is a relative's, so a name the
     classifier or a list called a clinician's or a bare name there is relabelled RELATIVE; what

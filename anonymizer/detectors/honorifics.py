@@ -5,7 +5,7 @@ usually introduced by a title.  The title stays in the text; the name tokens aft
 How far a name runs is decided token by token (see rules/honorifics.toml): initials, connectors,
 Capitalised words and words that are not common English or clinical words continue it; stop words
 and common words in lower case or capitals end it, so "dr quiley aware" flags only "quiley" and
-"DR BURKE RENAL CONSULT" only "BURKE".
+"DR QUIMBY RENAL CONSULT" only "QUIMBY".
 """
 
 from __future__ import annotations
@@ -400,7 +400,7 @@ class HonorificDetector:
                 end = token.end
                 continue
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
-                break  # "DR. KNIGHT AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
+                break  # "DR. QUIMBY AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
             if has_word and key in self._credential_words and token.word.isupper():
                 break  # "Oswin Brackenholt RRT": a credential in capitals follows the name
             if has_word and token.numbered and key in calendar_words():
@@ -409,7 +409,7 @@ class HonorificDetector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
-            else:  # "DR BURKE RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
+            else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
                 taken = _capitalised(token.word) or (key not in self._common and not plain_word(key, rank=None) and not clinical_word(key))
             if not taken:
                 break
