@@ -129,7 +129,8 @@ class HonorificDetector:
         # as the verbs are: the credential first, then the name read back from it; of two letters also
         # dotted ("R.N.", "M.D.").
         self._credential_words = frozenset(c.casefold() for c in credentials)
-        self._credentials = (*sorted(self._credential_words), *(".".join(c) for c in sorted(self._credential_words) if len(c) == 2))
+        words = sorted(self._credential_words)
+        self._credentials = (*words, *(".".join(c) for c in words if len(c) == 2))
         # A credential that is also a state's code ("MD") after a town is the state ("Towson, MD")
         self._places = places
         self._states = state_codes(places) if places is not None else frozenset()
@@ -198,7 +199,7 @@ class HonorificDetector:
             given_names=read_word_list(FIRST_NAMES),
             places=rules_dir / "places",
             # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
-            credentials=[c for c in rules.get("credentials", ()) if c not in read_abbreviations(rules_dir / "address_abbreviations.txt")],
+            credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -238,10 +239,11 @@ class HonorificDetector:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
-        spans += self._given_names(text, low, single_case=all_caps or text.islower())
+        single_case = all_caps or text.islower()
+        spans += self._given_names(text, low, single_case)
         if not all_caps:
             spans += self._names_before_verbs(text, low)
-        spans += self._names_before_credentials(text, low, single_case=all_caps or text.islower())
+        spans += self._names_before_credentials(text, low, single_case)
         return spans
 
     def _names_before_verbs(self, text: str, low: str) -> list[Span]:
