@@ -3,8 +3,9 @@
 Each takes a note's tokens and the category currently assigned to each token (``None`` = not
 flagged) and returns the tokens to add, as ``{index: category}``; none ever removes a detection.
 
-* :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson") and
-  adjacent capitalised words that are not common English;
+* :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson"),
+  adjacent capitalised words that are not common English, and the parts joined to it by a hyphen
+  or an apostrophe ("Brown-O'Neill", "Sean O'Malley");
 * :func:`extend_places` - a flagged place or hospital across "of", "memorial", "rehab", "beach", ...;
 * :func:`relative_cues` - the name right after "son", "wife", "dtr", "hb", "HCP" ... (or before
   "(son)") when it reads as one (capitalised and not common English; in capitals or lower case a
@@ -33,6 +34,7 @@ from anonymizer.vocabulary import drug_word, name_words
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
+APOSTROPHES = frozenset({"'", "’"})  # between the "O" and the rest of "O'Neill"
 # Words that continue a place or hospital's name: "University of Maryland", "Harford Memorial",
 # "Baltimore Rehab", "Ocean City", "Daytona Beach".
 PLACE_CONNECTORS = frozenset({
@@ -167,11 +169,11 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
                 left = min(j, j - step)
                 gap = tokens.gaps[left + 1]
                 hyphenated = gap == "-" and _written_alike(tokens.words[left], tokens.words[left + 1])  # "Choo-Soon"
-                if "\n" in gap or (len(gap.strip(" .")) > 0 and not hyphenated):
+                if "\n" in gap or (len(gap.strip(" .")) > 0 and not (hyphenated or _elided(tokens, left))):
                     break
                 if "." in gap and len(tokens.words[left]) > 1:
                     break  # a period ends a sentence ("Dr. Okafor. Await PT eval"), unless after an initial ("E. Nessenson")
-                if not _name_like(text, tokens, j, d, all_caps):
+                if not (_elided(tokens, j) or _name_like(text, tokens, j, d, all_caps)):
                     break
                 added[j] = category
                 j += step
@@ -179,6 +181,18 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
             added[j] = category  # "Both Imelda and Oswin are his proxies"
     return added
+
+
+def _elided(tokens: Tokens, i: int) -> bool:
+    """Whether token i is the capital and apostrophe that open a surname ("O'Neill", "D'Souza"):
+    one part of the name with the Capitalised word after it."""
+    return (
+        i + 1 < len(tokens)
+        and tokens.gaps[i + 1] in APOSTROPHES
+        and len(tokens.words[i]) == 1
+        and tokens.words[i].isupper()
+        and tokens.words[i + 1][:1].isupper()
+    )
 
 
 def _written_alike(first: str, second: str) -> bool:
@@ -371,7 +385,7 @@ def _extend_relative(
     tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str], category: str = "RELATIVE"
 ) -> int | None:
     """The token continuing the relative's name at token j: its next word on the same line
-    ("Mary Ann Smith", "don reid", "seah hui lay", "ho jun-min"), past a connector ("nadia binte
+    ("Mary Ann Smith", "don reid", "seah hui lay", "ho jun-min", "Brown-O'Neill"), past a connector ("nadia binte
     salleh", "KAMALA D/O GANESH": the connector is added too), or the next name of a list
     ("David and Theodore", "Smokey, Morris")."""
     k = j + 1
@@ -379,6 +393,9 @@ def _extend_relative(
     if k >= n or not _takes(flagged, k, added):
         return None
     gap = tokens.gaps[k]
+    if gap in (" ", "-") and _elided(tokens, k) and _takes(flagged, k + 1, added):
+        added[k] = category
+        return k + 1  # "Brown-O'Neill", "Sean O'Malley"
     if gap in (" ", "-") and (_relative_word(tokens, k, d, strict=True) or _surname_like(tokens, k, d)):
         return k
     if gap == " " and k + 1 < n:
