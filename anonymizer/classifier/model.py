@@ -545,13 +545,13 @@ def _phone_digits(text: str, start: int, end: int) -> int:
 
 def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int]] | None = None) -> bool:
     """Whether token i, taken for a name, is a credential ("RN", "R.N."), a word of a contraction
-    ("DON'T"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
+    ("DON'T", the "m" of "I'm"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
     has its period: "I."), a letter of an abbreviation written with a slash or an ampersand ("d/t",
     "D/C", "w/", "O&G"), a heading's letter in a note written in SOAP or DAR sections ("O: see
     flowsheet", "A: Bronch done"), or an English word in lower case in a Capitalising note
     (lower_case_word)."""
     word = tokens.words[i]
-    if postprocess.CONTRACTION.match(text, tokens.ends[i]) or not word.isalpha():
+    if postprocess.CONTRACTION.match(text, tokens.ends[i]) or postprocess.contraction_end(tokens, i) or not word.isalpha():
         return True
     if len(word) == 1 and (
         word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i) or _heading(text, tokens, i)

@@ -28,7 +28,7 @@ import regex
 
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
-from anonymizer.detectors.honorifics import entries
+from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.vocabulary import drug_word, name_words
 
@@ -62,9 +62,7 @@ SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
-# A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
-# ("O'Neil", "D'Costa" go on with letters after the apostrophe's one or two).
-CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
+CONTRACTED = frozenset({"t", "ll", "m", "re", "ve", "d"})  # what follows the apostrophe of a contraction
 # Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
 INNER_CONNECTORS = frozenset({"of"})
 ABBREVIATION_LENGTH = 4  # in mixed case, a word of up to 4 capitals that no name list holds (vocabulary.name_words) is an abbreviation
@@ -185,14 +183,22 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
 
 def _elided(tokens: Tokens, i: int) -> bool:
     """Whether token i is the capital and apostrophe that open a surname ("O'Neill", "D'Souza"):
-    one part of the name with the Capitalised word after it."""
+    one part of the name with the Capitalised word after it, which is no contraction's ending
+    ("I'LL", "I'm")."""
     return (
         i + 1 < len(tokens)
         and tokens.gaps[i + 1] in APOSTROPHES
         and len(tokens.words[i]) == 1
         and tokens.words[i].isupper()
         and tokens.words[i + 1][:1].isupper()
+        and not contraction_end(tokens, i + 1)
+        and tokens.lowers[i + 1] != "s"
     )
+
+
+def contraction_end(tokens: Tokens, i: int) -> bool:
+    """Whether token i ends a contraction after its apostrophe: the "m" of "I'm", the "LL" of "I'LL"."""
+    return tokens.lowers[i] in CONTRACTED and i > 0 and tokens.gaps[i] in APOSTROPHES
 
 
 def _written_alike(first: str, second: str) -> bool:

@@ -54,6 +54,9 @@ NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPA
 # or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
 # connector's slash ("s/o") is before a single letter.
 NAME_WORD = r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*"  # "Quimby", "O'Brien", "Haverford-Lind"; not "Pt's"
+# A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
+# ("O'Neil", "D'Costa" go on with letters after the apostrophe's one or two).
+CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
@@ -376,6 +379,8 @@ class HonorificDetector:
             if match is None:
                 break
             connector = match.re is self._connector
+            if not connector and (CONTRACTION.match(text, match.end("word")) or CONTRACTION.search(match["word"])):
+                break  # a contraction ends a name: "Dr Quimby I'm aware", "WITH JOHN I'LL CALL"
             dotted = not connector and match.group("dot") is not None
             gap = (DOTTED_GAP if dotted else GAP).match(text, match.end())
             numbered = gap is not None and text[gap.end() : gap.end() + 1].isdigit()
