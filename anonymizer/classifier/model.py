@@ -39,6 +39,7 @@ from anonymizer.classifier import postprocess
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
+from anonymizer.detectors.honorifics import CONTRACTION
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
 from anonymizer.spans import CATEGORIES, Span
@@ -551,7 +552,7 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
     flowsheet", "A: Bronch done"), or an English word in lower case in a Capitalising note
     (lower_case_word)."""
     word = tokens.words[i]
-    if postprocess.CONTRACTION.match(text, tokens.ends[i]) or postprocess.contraction_end(tokens, i) or not word.isalpha():
+    if CONTRACTION.match(text, tokens.ends[i]) or postprocess.contraction_end(tokens, i) or not word.isalpha():
         return True
     if len(word) == 1 and (
         word == "I" and text[tokens.ends[i] : tokens.ends[i] + 1] != "." or _slashed(tokens, i) or _heading(text, tokens, i)

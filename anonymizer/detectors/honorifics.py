@@ -54,10 +54,10 @@ NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPA
 # or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
 # connector's slash ("s/o") is before a single letter.
 NAME_WORD = r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*"  # "Quimby", "O'Brien", "Haverford-Lind"; not "Pt's"
+WORD = regex.compile(rf"(?P<word>{NAME_WORD})(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{{2}}))")
 # A word of an English contraction ("DON'T", "I'M", "WE'LL"): a pronoun or a verb, never a name
 # ("O'Neil", "D'Costa" go on with letters after the apostrophe's one or two).
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
-WORD = regex.compile(r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d_]{2}))")
 
 
 VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
