@@ -246,14 +246,16 @@ class PlaceDetector:
         self._zip = re.compile(rf" ({alternation(codes)})[ \t]{{1,2}}\d{{5}}(?:-\d{{4}})?(?![\w-]){unit}")
         # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
         self._state_name = re.compile(rf",[ \t]?{alternation(n.upper() for n in rules.states)}(?![\w-])")
-        # A suffix, a street type or an abbreviated type after a space (on the lower-cased note):
-        # the name before it is on the same line, so a space precedes it, and a pattern that
-        # starts with a space is searched fast.
+        # A suffix, a street type or an abbreviated type after a space or at a line's start (on the
+        # lower-cased note): a name before it is on the same line, and a prefix may open a line
+        # ("Hospital Kuala Lumpur outpt clinic"); a pattern that starts with one of two literal
+        # characters is searched fast, and the note's start is tried apart.
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
         anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
         anchors |= {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
-        self._anchor = re.compile(rf" (?P<anchor>{alternation(anchors)})\.?(?![\w'’-])")
+        anchor = rf"(?P<anchor>{alternation(anchors)})\.?(?![\w'’-])"
+        self._anchor, self._opening_anchor = re.compile(rf"[ \n]{anchor}"), re.compile(anchor)
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
         self._street_prefix = re.compile(
             r"[A-Za-z]+[ \t]+(?:[A-Z][\w'-]*|\d{1,4}[A-Za-z]?\b)(?:[ \t]+[A-Z][\w'-]*){0,2}(?:[ \t]+\d{1,4}[A-Za-z]?\b)?"
@@ -313,6 +315,8 @@ class PlaceDetector:
                 before = m.start() - (text[m.start() - 1 : m.start()] == ",")  # the town ends before the comma
                 if not self._town_before_state(text, before, m.start(1), spans):
                     self._town_before_zip(text, before, spans)
+        if (opening := self._opening_anchor.match(low)) is not None:
+            self._anchored(text, caps, opening, spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
         if any(stem in low for stem in self._residence_stems):
@@ -556,7 +560,7 @@ class PlaceDetector:
                     break
                 name.append((base + position, base + position + len(token), key))
                 continue
-            bare = key.rstrip(".").removesuffix("'s").removesuffix("’s")
+            bare = key.rstrip(".").removesuffix("'s").removesuffix("’s").rstrip("'’")  # "St Thomas' Hospital"
             if not first.isupper() or bare in rules.stop_words or key in rules.stop_words or not bare[:1].isalpha():
                 break
             shouting = caps or token.isupper()
@@ -602,15 +606,19 @@ class PlaceDetector:
         rules = self._rules
         name = self._name_before(text, caps, end)
         if not name and not caps:
-            name = self._lower_name_before(text, end)
+            name = self._lower_name_before(text, end, stop)
         if not name:
             return False
         departments, generic = rules.departments, rules.generic
-        official = len(name) > 1 and name[-1][2] in rules.jurisdictions  # "National Heart Centre", "National University Hospital"
+        official = self._official(name)
         if not official and (name[0][2] in departments or all(w in departments or w in generic or w in CONNECTORS for _, _, w in name)):
             return False  # "Heart Clinic", "Outside Hospital", "General Hospital"
         words = [w for _, _, w in name if w not in CONNECTORS]
-        if all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name) and all(w in rules.everyday for w in words):
+        if (
+            not (official or self._placed(text, name, end, stop))
+            and all(text[s:e].isupper() or w in CONNECTORS for s, e, w in name)
+            and all(w in rules.everyday for w in words)
+        ):
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
         if " ".join(text[end:stop].lower().split()) in rules.named_suffixes and not any(
             (
@@ -626,7 +634,7 @@ class PlaceDetector:
         second = WORD_AFTER.match(text, after.end()) if after is not None and after[0][-1] not in ",;:" else None
         if after is not None and second is not None and f"{after[1]} {second[1]}".lower() in self._towns:
             stop = second.end(1)  # a town of two words: "Pantai Hospital Kuala Lumpur, fax"
-        elif after is not None and after[0][-1] not in ",;:" and (town := self._towns.get(after[1].lower())) is not None:
+        elif after is not None and (town := self._towns.get(after[1].lower().rstrip(",;:"))) is not None:
             if caps or after[1][0].isupper() == text[name[-1][0]].isupper() and not (town and not after[1][0].isupper()):
                 stop = after.end()  # the town of a hospital abroad: "Apollo Hospital Chennai"
             elif bare:
@@ -638,28 +646,53 @@ class PlaceDetector:
         spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
         return True
 
-    def _lower_name_before(self, text: str, end: int) -> list[tuple[int, int, str]]:
-        """A name typed in lower case before a suffix ("harmony nursing home", "choa chu kang
-        poly"): up to three lower-case words after a stop word ("at", "from") or a comma, not all
-        of them everyday words ("at the busy clinic", "a regular clinic" stay)."""
+    def _lower_name_before(self, text: str, end: int, stop: int) -> list[tuple[int, int, str]]:
+        """A name typed in lower case before the suffix from `end` to `stop` ("harmony nursing
+        home", "choa chu kang poly", "prince of wales hospital"): up to three lower-case words
+        after a stop word ("at", "from"), a comma or a dash, not all of them everyday words ("at
+        the busy clinic", "a regular clinic" stay) unless they name a place by a suffix of two
+        words (_placed), nor a department unless an official name ("national cancer centre")."""
         rules = self._rules
         name: list[tuple[int, int, str]] = []
-        for start, stop in _tokens_before(text, end, MAX_NAME_WORDS):
-            token = text[start:stop]
+        for start, end_ in _tokens_before(text, end, MAX_NAME_WORDS):
+            token = text[start:end_]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
+            if key in CONNECTORS and name:  # "prince of wales"
+                name.append((start, end_, key))
+                continue
             if key in rules.stop_words or bare in rules.stop_words or (key in rules.suffixes and key not in rules.named_suffixes):
                 break
-            if token[-1] in ",;:()":
+            if token[-1] in ",;:()" or not any(c.isalnum() for c in token):  # "visit - clementi polyclinic"
                 break
             if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
                 return []  # the name runs on, or a word of another kind: no boundary found
-            name.append((start, stop, bare))
-        if not name or all(w in rules.everyday or w in rules.generic for _, _, w in name):
+            name.append((start, end_, bare))
+        while name and name[-1][2] in CONNECTORS:
+            name.pop()
+        if not name or self._official(name):
+            return name
+        ordinary = all(w in rules.everyday or w in rules.generic or w in CONNECTORS for _, _, w in name)
+        if ordinary and not self._placed(text, name, end, stop):
             return []
         if any(w in rules.departments for _, _, w in name):
             return []
         return name
+
+    def _official(self, name: list[tuple[int, int, str]]) -> bool:
+        """Whether a name (nearest word first) opens with a jurisdiction, which makes the
+        department after it an institution's: "National Heart Centre", "National University Hospital"."""
+        return len(name) > 1 and name[-1][2] in self._rules.jurisdictions
+
+    def _placed(self, text: str, name: list[tuple[int, int, str]], end: int, stop: int) -> bool:
+        """Whether a name of ordinary words is an institution's all the same: two words or more
+        right after "at", "from" or "to", before a suffix of two words or joined by "of" ("at
+        prince court medical centre", "FROM SILVER SPRINGS NURSING HOME", "to prince of wales
+        hospital"; not "at home", "to rehab clinic", "at the end of clinic")."""
+        if len(name) < 2 or (len(text[end:stop].split()) < 2 and not any(w in CONNECTORS for _, _, w in name)):
+            return False
+        before = _tokens_before(text, name[-1][0], 1)
+        return bool(before) and text[before[0][0] : before[0][1]].lower() in TRANSFER_PREPOSITIONS
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span], titled: bool = False, needs_house: bool = False) -> None:
         """The street whose type or abbreviation is at `at`, with its house or street number; with
