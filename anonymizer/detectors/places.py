@@ -80,6 +80,7 @@ BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 
 ZIP_SHAPE = re.compile(r" [A-Z]{2}[ \t]{1,2}\d{5}")
 ZIP_AFTER = re.compile(r"[ \t]{1,2}\d{5}(?![\w-])")
 TRANSFER_PREPOSITIONS = frozenset({"to", "from", "at"})  # the cues after which a verb of moving names a place
+CAPITALS_PLACE = 5  # in a note all in capitals, a place after a verb of moving has this many letters ("TO PCU", "IN USOH" stay)
 
 
 def _words(values: Iterable[str]) -> frozenset[str]:
@@ -120,6 +121,7 @@ class PlaceRules:
     misspelled_min_population: int  # a town this large is recognised misspelt by one letter after a cue
     misspelled_min_length: int
     transfer_cues: frozenset[str]  # "transferred to": an unknown Capitalised name after one is a place
+    stay_cues: frozenset[str]  # "was in", "works in", "called from": the same, after the whole phrase
     ward: frozenset[str]  # the ward's abbreviations (medical.txt): "to Sicu" is no place
     cues: frozenset[str]
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
@@ -171,6 +173,7 @@ class PlaceRules:
             misspelled_min_population=towns["misspelled_min_population"],
             misspelled_min_length=towns["misspelled_min_length"],
             transfer_cues=_words(towns["transfer_cues"]),
+            stay_cues=_words(towns["stay_cues"]),
             ward=_words(read_word_list(MEDICAL)),
             cues=_words(towns["cues"]),
             residence_cues=_words(towns["residence_cues"]),
@@ -273,7 +276,13 @@ class PlaceDetector:
         clinical = frozenset(w for w in clinical_words() if len(w) > 1 and w.isalpha()) - names
         self._known = frozenset(self._towns) | rules.common | rules.not_places | rules.ward | clinical | (drug_names() - names)
         # A verb of moving someone right before a cue's space ("transferred" of "transferred to").
-        self._transfer = re.compile(rf"(?<![\w'/]){alternation(rules.transfer_cues)}$")
+        # Per cue, the words right before it that make an unknown Capitalised name after it a
+        # place: a verb of moving before "to", "from", "at"; a stay's phrase before its last word.
+        before: dict[str, set[str]] = {cue: set(rules.transfer_cues) for cue in TRANSFER_PREPOSITIONS}
+        for phrase in rules.stay_cues:
+            words, _, cue = phrase.rpartition(" ")
+            before.setdefault(cue, set()).add(words)
+        self._moving = {cue: re.compile(rf"(?<![\w'/]){alternation(words)}$") for cue, words in before.items()}
         self._codes = frozenset(rules.states.values())
         self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
         self._not_street_names = rules.departments | rules.generic  # words a street's name leaves out
@@ -305,8 +314,13 @@ class PlaceDetector:
                     continue
                 if len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
-                elif not caps and m[0].strip() in TRANSFER_PREPOSITIONS and self._transfer.search(low, max(0, m.start() - 16), m.start()):
-                    spans.append(Span(m.start(1), self._capitalised_run(text, m.start(1)), "LOCATION", name, "after_transfer"))
+                elif (
+                    (moving := self._moving.get(m[0].strip()))
+                    and (not caps or len(m[1]) >= CAPITALS_PLACE)
+                    and moving.search(low, max(0, m.start() - 16), m.start())
+                ):
+                    end = m.end(1) if caps else self._capitalised_run(text, m.start(1))
+                    spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
         if ZIP_SHAPE.search(text):
