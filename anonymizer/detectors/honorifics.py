@@ -107,6 +107,7 @@ class HonorificDetector:
         given_names: Iterable[str] = (),
         verbs_after_name: Iterable[str] = (),
         credentials: Iterable[str] = (),
+        slash_roles: Iterable[str] = (),
         places: Path | None = None,
     ) -> None:
         self.name = "honorific"
@@ -137,10 +138,13 @@ class HonorificDetector:
         # A credential that is also a state's code ("MD") after a town is the state ("Towson, MD")
         self._places = places
         self._states = state_codes(places) if places is not None else frozenset()
-        self._name_before_credential = regex.compile(
-            rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+)?(?:(?P<initial>[^\W\d_])\.{SPACE}*)?"
-            rf"(?P<name>{NAME_WORD})(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z"
-        )
+        signature = rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+)?(?:(?P<initial>[^\W\d_])\.{SPACE}*)?(?P<name>{NAME_WORD})"
+        self._name_before_credential = regex.compile(rf"{signature}(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z")
+        # A signature's name before a slash and a role ("Imelda Quimby / Registrar / Gen Surg",
+        # "Quimby/reg"): the slash and the role are found first (a pattern that starts with a literal).
+        roles = alternation(r.casefold() for r in slash_roles)
+        self._slash_role = regex.compile(rf"{SPACE}*/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
+        self._name_before_slash = regex.compile(rf"{signature}\Z")
         # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
         self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
         titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title
@@ -203,6 +207,7 @@ class HonorificDetector:
             places=rules_dir / "places",
             # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
+            slash_roles=rules.get("slash_roles", ()),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -247,6 +252,9 @@ class HonorificDetector:
         if not all_caps:
             spans += self._names_before_verbs(text, low)
         spans += self._names_before_credentials(text, low, single_case)
+        if self._slash_role is not None and "/" in text:
+            for m in self._slash_role.finditer(low):
+                spans += self._signature(text, self._name_before_slash, m.start(), single_case, "before_role")
         return spans
 
     def _names_before_verbs(self, text: str, low: str) -> list[Span]:
@@ -274,18 +282,25 @@ class HonorificDetector:
             for at in whole_words(low, credential):
                 if not (single_case or text[at : at + len(credential)].isupper()):
                     continue  # in capitals ("RN", "R.N."), not "Md Ali" (Mohamed) nor "rn" in a note that Capitalises
-                match = self._name_before_credential.search(text, max(0, at - VERB_WINDOW), at)
-                if match is None or not self._name_like(match["name"], single_case):
-                    continue
-                if credential in self._states and self._a_town(match):
-                    continue
-                given = match["given"]
-                if given is not None and self._name_like(given, single_case):
-                    start = match.start("given")
-                else:
-                    start = match.start("initial") if match["initial"] is not None else match.start("name")
-                spans.append(Span(start, match.end("name"), "DOCTOR", self.name, "before_credential"))
+                state = credential in self._states
+                spans += self._signature(text, self._name_before_credential, at, single_case, "before_credential", state)
         return spans
+
+    def _signature(
+        self, text: str, pattern: regex.Pattern[str], at: int, single_case: bool, rule: str, state: bool = False
+    ) -> list[Span]:
+        """The signature's name that `pattern` reads back from `at` (a credential or a role after
+        it): a name-like surname, with its given name when that is name-like too, else its initial;
+        none where the credential is a state's code after a town (`state`)."""
+        match = pattern.search(text, max(0, at - VERB_WINDOW), at)
+        if match is None or not self._name_like(match["name"], single_case) or (state and self._a_town(match)):
+            return []
+        given = match["given"]
+        if given is not None and self._name_like(given, single_case):
+            start = match.start("given")
+        else:
+            start = match.start("initial") if match["initial"] is not None else match.start("name")
+        return [Span(start, match.end("name"), "DOCTOR", self.name, rule)]
 
     def _a_town(self, match: regex.Match[str]) -> bool:
         """Whether the words before a state's code name a town: the last, or the last two."""
