@@ -429,8 +429,9 @@ def _extend_relative(
 def _names_before(
     text: str, tokens: Tokens, flagged: Sequence[str | None], i: int, d: Dictionaries, added: dict[int, str], category: str = "RELATIVE"
 ) -> None:
-    """Up to three names right before a bracketed kinship word on its line: "Hank Smith (son)",
-    "neo ling mei (brother)", "choo-leng (husband)"."""
+    """Up to three names right before a bracketed kinship word on its line, with the initials and
+    a connector before them: "Hank Smith (son)", "neo ling mei (brother)", "choo-leng (husband)",
+    "K H Rao (son)", "Jamal bin Salleh (son)"."""
     if tokens.gaps[i].strip() != "(":
         return
     j = i - 1
@@ -442,8 +443,21 @@ def _names_before(
     ):
         added[j] = category
         if tokens.gaps[j] not in (" ", "-"):
-            break
+            return
         j -= 1
+    if j + 1 == i:
+        return  # no name before the bracket
+    lowers, words = tokens.lowers, tokens.words
+    if j >= 1 and lowers[j] in NAME_CONNECTORS and tokens.gaps[j] == " " and _takes(flagged, j, added):
+        if _takes(flagged, j - 1, added) and (_relative_word(tokens, j - 1, d) or _surname_like(tokens, j - 1, d)):
+            added[j] = added[j - 1] = category  # "Jamal bin Salleh"
+        return
+    for k in range(j, max(j - 3, -1), -1):  # "K H Rao", "y t zhang"
+        if not (len(words[k]) == 1 and words[k].isalpha() and words[k] not in ("a", "i", "I") and _takes(flagged, k, added)):
+            return
+        added[k] = category
+        if tokens.gaps[k] not in (" ", ". ", "."):
+            return
 
 
 def propagate(
