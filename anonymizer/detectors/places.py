@@ -57,6 +57,7 @@ TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
 AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
+STREET_AFTER = re.compile(r"[ \t]+([a-z]+)(?![\w'’-])(?:[ \t]+(\d{1,4}[a-z]?)\b)?")  # a street's type after a place, and its number
 ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
 UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
 BLOCK_WORDS = frozenset({"blk", "block"})
@@ -305,9 +306,9 @@ class PlaceDetector:
                 if two in self._long_pairs:  # a name of three or four words may follow
                     self._town_after_cue(text, low, caps, m.start(1), spans)
                 elif m[2] and two in towns:  # names of two words are never English-only-when-capitalised
-                    spans.append(Span(m.start(1), self._state_after(low, m.end(2)), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._town_end(text, low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
-                    spans.append(Span(m.start(1), self._state_after(low, m.end(1)), "LOCATION", name, "town_after_cue"))
+                    spans.append(Span(m.start(1), self._town_end(text, low, m.end(1)), "LOCATION", name, "town_after_cue"))
         if any(self._unknown(one) for one, _ in found):
             for m in self._cue.finditer(low):
                 if not (caps or titlecase(text[m.start(1) : m.end(1)])) or not self._unknown(m[1]):
@@ -389,6 +390,20 @@ class PlaceDetector:
         """Whether a word is one edit (a letter added, dropped or changed, or two swapped) from a large town."""
         towns = {town for form in _deletions(word) for town in self._large_towns.get(form, ())}
         return any(OSA.distance(word, town, score_cutoff=1) <= 1 for town in towns)
+
+    def _town_end(self, text: str, low: str, end: int) -> int:
+        """Where a place's name after a cue ends: with the street type after it, when a street is
+        named after the place ("stayed at Commonwealth Dr", "PASIR RIS DR 3"), and its number; else
+        with the state after it (_state_after)."""
+        street = STREET_AFTER.match(low, end)
+        if street is not None:
+            written, rules = text[street.start(1) : street.end(1)], self._rules
+            if street[1] in rules.street_types or written in rules.street_abbreviations or (
+                written.isupper() and (written in rules.street_abbreviations_in_capitals or street[2] is not None)
+                and written.capitalize() in rules.street_abbreviations
+            ):
+                return street.end()
+        return self._state_after(low, end)
 
     def _state_after(self, low: str, end: int) -> int:
         """Where a town's name ends with the state written after it with no comma ("from Atlanta
@@ -479,7 +494,7 @@ class PlaceDetector:
                 continue
             if capitalised and (caps or not all(text[s].isupper() for s, _ in words[:n])):
                 continue
-            spans.append(Span(start, end, "LOCATION", self.name, "town_after_cue"))
+            spans.append(Span(start, self._town_end(text, low, end), "LOCATION", self.name, "town_after_cue"))
             return
 
     def _town_before_state(self, text: str, comma: int, state_end: int, spans: list[Span]) -> bool:
