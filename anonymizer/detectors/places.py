@@ -66,8 +66,8 @@ CODE_AFTER = re.compile(r",[ \t]?([a-z]{2})(?![\w'’-])")  # a state's code aft
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
 CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
-# A town alone in brackets, Capitalised, as a referral names a GP's practice: "Dr Ng (Clementi)".
-BRACKETED = re.compile(r"\(([A-Z][a-z][^\W\d_]*(?:[ \t][A-Z][a-z][^\W\d_]*)?)\)")
+# A town alone in brackets, as a referral names a GP's practice: "Dr Ng (Clementi)", "(Kuala Lumpur)".
+BRACKETED = re.compile(r"\(([^\W\d_]{2,}(?:[ \t][^\W\d_]{2,})?)\)")
 NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -275,7 +275,8 @@ class PlaceDetector:
         # The words after a cue that are no unknown place, in one set (every cue's word is looked up).
         names = name_words()
         clinical = frozenset(w for w in clinical_words() if len(w) > 1 and w.isalpha()) - names
-        self._known = frozenset(self._towns) | rules.common | rules.not_places | rules.ward | clinical | (drug_names() - names)
+        self._not_towns = rules.not_places | rules.ward | clinical  # never a town alone in brackets
+        self._known = frozenset(self._towns) | rules.common | self._not_towns | (drug_names() - names)
         # A verb of moving someone right before a cue's space ("transferred" of "transferred to").
         # Per cue, the words right before it that make an unknown Capitalised name after it a
         # place: a verb of moving before "to", "from", "at"; a stay's phrase before its last word.
@@ -339,8 +340,7 @@ class PlaceDetector:
                 self._residence_place(text, caps, m.end(), spans)
         if "(" in text:
             for m in BRACKETED.finditer(text):
-                key = m[1].lower()
-                if key in self._towns and not self._rules.english(key):  # "(Clementi)", not "(Reading)" nor "(Bell)"
+                if self._bracketed_town(m[1], caps or text.islower()):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_in_brackets"))
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
@@ -367,6 +367,19 @@ class PlaceDetector:
                     self._state_before(text, low, at, m.end(), spans)
                 at = low.find("univ", at + 4)
         return spans
+
+    def _bracketed_town(self, written: str, one_case: bool) -> bool:
+        """Whether the words alone in brackets are a town: Capitalised (in any case in a note of
+        one case), and no English, ward or clinical word ("(Clementi)", "(jurong east)" in a
+        lower-case note; not "(Reading)", "(Bell)", "(MICU)"); a town of two words also in lower
+        case and though its words are English ones ("(Kuala Lumpur)", "(pasir ris)")."""
+        key = written.lower()
+        if key not in self._towns:
+            return False
+        words = written.split()
+        if len(words) == 2:
+            return one_case or written.islower() or all(titlecase(w) for w in words)
+        return (one_case or titlecase(written)) and not self._rules.english(key) and key not in self._not_towns
 
     def _unknown(self, word: str) -> bool:
         """Whether a lower-cased word after a cue is no known town and in no English, ward,
