@@ -79,8 +79,14 @@ def test_the_public_api_tags_them() -> None:
     assert result.text == "Lives in [LOCATION]; f/u at [HOSPITAL]."
 
 
-def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector) -> None:
-    unit = "Lives in rockport, OH. Seen at Harbor Hospital, 12 Main Street #05-67 Singapore 461123. "
+@pytest.mark.parametrize("case", ["as written", "lower case"])
+def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector, case: str) -> None:
+    unit = (
+        "Lives in rockport, OH. Seen at Harbor Hospital, 12 Main Street #05-67 Singapore 461123. Dr Ng (Clementi) "
+        "was in Brenzolo on 3/2, stayed at Clementi Dr 3, f/u at prince of wales hospital. " + "(ab) " * 10
+    )
+    if case == "lower case":  # a note of one case is read otherwise: a check of the whole note must be made once
+        unit = unit.lower()
     small, large = unit * 200, unit * 1600
 
     def seconds(text: str) -> float:

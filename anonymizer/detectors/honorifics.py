@@ -143,8 +143,8 @@ class HonorificDetector:
         # A signature's name before a slash and a role ("Imelda Quimby / Registrar / Gen Surg",
         # "Quimby/reg"): the slash and the role are found first (a pattern that starts with a literal).
         roles = alternation(r.casefold() for r in slash_roles)
-        self._slash_role = regex.compile(rf"{SPACE}*/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
-        self._name_before_slash = regex.compile(rf"{signature}\Z")
+        self._slash_role = regex.compile(rf"/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
+        self._name_before_slash = regex.compile(rf"{signature}{SPACE}*\Z")
         # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
         self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
         titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title

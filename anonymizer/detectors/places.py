@@ -339,8 +339,9 @@ class PlaceDetector:
             for m in self._residence.finditer(low):
                 self._residence_place(text, caps, m.end(), spans)
         if "(" in text:
+            one_case = caps or text.islower()
             for m in BRACKETED.finditer(text):
-                if self._bracketed_town(m[1], caps or text.islower()):
+                if self._bracketed_town(m[1], one_case):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_in_brackets"))
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
