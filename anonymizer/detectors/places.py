@@ -12,9 +12,11 @@ is not an English word, or has several words, counts in any case ("lives in rock
 white marsh"); a one-word English name must belong to a large town, and be capitalised in a note
 not all in capitals when it is an everyday word ("from Reading", never "in reading").  An institution is the capitalised
 words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
-word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from" or
-a comma that are not all everyday ones ("harmony nursing home"); the name is flagged with its
-suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
+word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from", a
+comma or a dash that are not all everyday ones ("harmony nursing home"); everyday words too when
+the name is an official one ("National Heart Centre") or right after "at", "from", "to" before a
+suffix of two words or joined by "of" ("at prince court medical centre"); the name is flagged with
+its suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
 number before and a number after ("Blk 123A Bedok North St 4"); an abbreviated type before a
 capitalised name only with the house number ("100 Main St. Boston").  An address's last line is a
 state's code in capitals and a ZIP code, with the town before it ("Quincy MA 02169"), and an
