@@ -414,10 +414,10 @@ class PlaceDetector:
         street = STREET_AFTER.match(low, end)
         if street is not None:
             written, rules = text[street.start(1) : street.end(1)], self._rules
-            if street[1] in rules.street_types or written in rules.street_abbreviations or (
-                written.isupper() and (written in rules.street_abbreviations_in_capitals or street[2] is not None)
-                and written.capitalize() in rules.street_abbreviations
-            ):
+            typed = street[1] in rules.street_types or written in rules.street_abbreviations  # "Drive", "Dr"
+            # in capitals "DR" and "ST" are a title and a segment but for the street's number
+            shouted = written.isupper() and written.capitalize() in rules.street_abbreviations
+            if typed or (shouted and (written in rules.street_abbreviations_in_capitals or street[2] is not None)):
                 return street.end()
         return self._state_after(low, end)
 
@@ -699,12 +699,12 @@ class PlaceDetector:
         words (_placed), nor a department unless an official name ("national cancer centre")."""
         rules = self._rules
         name: list[tuple[int, int, str]] = []
-        for start, end_ in _tokens_before(text, end, MAX_NAME_WORDS):
-            token = text[start:end_]
+        for start, finish in _tokens_before(text, end, MAX_NAME_WORDS):
+            token = text[start:finish]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
             if key in CONNECTORS and name:  # "prince of wales"
-                name.append((start, end_, key))
+                name.append((start, finish, key))
                 continue
             if key in rules.stop_words or bare in rules.stop_words or (key in rules.suffixes and key not in rules.named_suffixes):
                 break
@@ -712,7 +712,7 @@ class PlaceDetector:
                 break
             if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
                 return []  # the name runs on, or a word of another kind: no boundary found
-            name.append((start, end_, bare))
+            name.append((start, finish, bare))
         while name and name[-1][2] in CONNECTORS:
             name.pop()
         if not name or self._official(name):
