@@ -63,6 +63,7 @@ LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
 CONTRACTED = frozenset({"t", "ll", "m", "re", "ve", "d"})  # what follows the apostrophe of a contraction
+WORD_LETTERS = frozenset({"a", "i", "I"})  # letters that are words ("son a bit better", "I"), not initials
 # Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
 INNER_CONNECTORS = frozenset({"of"})
 ABBREVIATION_LENGTH = 4  # in mixed case, a word of up to 4 capitals that no name list holds (vocabulary.name_words) is an abbreviation
@@ -302,12 +303,17 @@ def _named(tokens: Tokens, flagged: Sequence[str | None], k: int, d: Dictionarie
     return flagged[k] in NAME_CATEGORIES or (_takes(flagged, k, added) and _surname_like(tokens, k, d))
 
 
+def _letter(word: str) -> bool:
+    """One letter: an initial, or one of WORD_LETTERS."""
+    return len(word) == 1 and word.isalpha()
+
+
 def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> list[int]:
     """Up to three one-letter initials from token j and the word after them, if that word may be a
     surname: "h s neo", "K H WONG", "w a chua"; none for "son a bit better", "I"."""
     n, words = len(tokens), tokens.words
     k = j
-    while k < n and k - j < 3 and len(words[k]) == 1 and words[k].isalpha() and (k > j or words[k] not in ("a", "i", "I")):
+    while k < n and k - j < 3 and _letter(words[k]) and (k > j or words[k] not in WORD_LETTERS):
         if not _takes(flagged, k, added) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
             return []
         k += 1
@@ -453,7 +459,7 @@ def _names_before(
             added[j] = added[j - 1] = category  # "Jamal bin Salleh"
         return
     for k in range(j, max(j - 3, -1), -1):  # "K H Rao", "y t zhang"
-        if not (len(words[k]) == 1 and words[k].isalpha() and words[k] not in ("a", "i", "I") and _takes(flagged, k, added)):
+        if not (_letter(words[k]) and words[k] not in WORD_LETTERS and _takes(flagged, k, added)):
             return
         added[k] = category
         if tokens.gaps[k] not in (" ", ". ", "."):
