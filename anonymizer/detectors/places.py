@@ -58,10 +58,12 @@ TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
 TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
-AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b")
-STREET_AFTER = re.compile(r"[ \t]+([a-z]+)(?![\w'’-])(?:[ \t]+(\d{1,4}[a-z]?)\b)?")  # a street's type after a place, and its number
+AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b(?![/.:]\d)")  # not a duration or a date: "4/7 ago"
+# a street's type after a place, and its number
+STREET_AFTER = re.compile(r"[ \t]+([a-z]+)(?![\w'’-])(?:[ \t]+(\d{1,4}[a-z]?)\b(?![/.:]\d))?")
 ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
 UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
+ADDRESS_VALUE = re.compile(r"[^\s;]+(?:[ \t]+[^\s;]+){0,9}")  # a labelled address's words, on its line
 BLOCK_WORDS = frozenset({"blk", "block"})
 STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
 CODE_AFTER = re.compile(r",[ \t]?([a-z]{2})(?![\w'’-])")  # a state's code after a town, on the lower-cased note
@@ -147,6 +149,10 @@ class PlaceRules:
     street_abbreviations_in_capitals: frozenset[str]  # taken with a number only
     street_abbreviations_titles: frozenset[str]  # also a title: taken after a name of everyday words only with a number
     street_prefixes: frozenset[str]
+    street_cues: frozenset[str]  # "lives", "stayed": before "in" or "at", a street in any case may follow
+    street_abbreviations_after_cue: frozenset[str]  # "cl": a street's type only after such a cue
+    address_labels: frozenset[str]  # "home address": opening a line before a colon, an address follows
+    no_address: frozenset[str]  # "nil", "as above": what a labelled address may say instead of one
 
     @classmethod
     def load(cls, rules_dir: Path) -> PlaceRules:
@@ -199,6 +205,10 @@ class PlaceRules:
             street_abbreviations_in_capitals=frozenset(addresses["street_abbreviations_in_capitals"]),
             street_abbreviations_titles=frozenset(addresses["street_abbreviations_titles"]),
             street_prefixes=_words(addresses["street_prefixes"]),
+            street_cues=_words(addresses["street_cues"]),
+            street_abbreviations_after_cue=_words(addresses["street_abbreviations_after_cue"]),
+            address_labels=_words(addresses["address_labels"]),
+            no_address=_words(addresses["no_address"]),
         )
 
     def english(self, name: str) -> bool:
@@ -259,7 +269,9 @@ class PlaceDetector:
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
         anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
-        anchors |= {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
+        abbreviations = {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
+        self._street_words = rules.street_types | abbreviations | rules.street_abbreviations_after_cue
+        anchors |= self._street_words
         anchor = rf"(?P<anchor>{alternation(anchors)})\.?(?![\w'’-])"
         self._anchor, self._opening_anchor = re.compile(rf"[ \n]{anchor}"), re.compile(anchor)
         # After "Jalan", "Lorong": capitalised words or a number, and a number ("Lorong 4 Toa Payoh").
@@ -290,6 +302,8 @@ class PlaceDetector:
         self._codes = frozenset(rules.states.values())
         self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
         self._not_street_names = rules.departments | rules.generic  # words a street's name leaves out
+        self._address_label = re.compile(rf"(?:^|\n)[ \t]*(?:{alternation(rules.address_labels)})[ \t]*:[ \t]*")
+        self._street_cue = re.compile(rf"(?<![\w'’-]){alternation(rules.street_cues)}(?![\w'’-])", re.IGNORECASE)
 
 
     @classmethod
@@ -345,6 +359,9 @@ class PlaceDetector:
             for m in BRACKETED.finditer(text):
                 if self._bracketed_town(m[1], one_case):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "town_in_brackets"))
+        if "addr" in low:
+            for m in self._address_label.finditer(low):
+                self._labelled_address(low, m.end(), spans)
         if "#" in text:
             spans += [Span(m.start(), m.end(), "LOCATION", name, "unit") for m in UNIT.finditer(text) if _starts_word(text, m.start())]
         if "apt" in low or "suite" in low:
@@ -457,6 +474,16 @@ class PlaceDetector:
             end = match.end()
         return end
 
+    def _labelled_address(self, low: str, at: int, spans: list[Span]) -> None:
+        """The address after a label at `at`: up to ten words on the line, before a semicolon or
+        a sentence's end, unless they say there is none ("Address: nil", "address: as above")."""
+        words = ADDRESS_VALUE.match(low, at)
+        if words is None:
+            return
+        value = words[0].split(". ", 1)[0].rstrip(" \t.,")
+        if value and value not in self._rules.no_address:
+            spans.append(Span(at, at + len(value), "LOCATION", self.name, "labelled_address"))
+
     def _house_before(self, low: str, postcode: int) -> int:
         """Where the address before "Singapore 123456" starts: at its house or block number, up to
         six words back on the line ("759 bishan street 13 singapore 609131"); else the postcode."""
@@ -556,6 +583,7 @@ class PlaceDetector:
 
     def _anchored(self, text: str, caps: bool, m: re.Match[str], spans: list[Span]) -> None:
         rules = self._rules
+        found = len(spans)
         at = m.start("anchor")
         anchor = m["anchor"]
         if " " in anchor or "\t" in anchor:
@@ -583,6 +611,8 @@ class PlaceDetector:
                 self._street(text, caps, at, m.end(), spans, titled=titled, needs_house=named)
         elif text[at : m.end("anchor")] in rules.street_abbreviations_in_capitals:
             self._street(text, True, at, m.end(), spans, titled=True)  # with a number only ("TAMPINES AVE 4")
+        if len(spans) == found and anchor in self._street_words:
+            self._cued_street(text, at, m.end(), spans)  # "stayed at holland dr", "IN ORCHARD ROAD"
 
     def _name_before(self, text: str, caps: bool, end: int) -> list[tuple[int, int, str]]:
         """The capitalised words that end at `end`, nearest first, on one line and with no
@@ -759,6 +789,28 @@ class PlaceDetector:
         if after is not None:
             end = after.end()
         spans.append(Span(start, end, "LOCATION", self.name, "street"))
+
+    def _cued_street(self, text: str, at: int, end: int, spans: list[Span]) -> None:
+        """The street whose type is at `at` in any case, with its number, when up to three words
+        before the type follow "in" or "at" and a cue of where someone lives or stays is on the
+        line before ("stayed at holland dr", "LIVES WITH SON IN ORCHARD ROAD", "home in boon lay mrt")."""
+        tokens = _tokens_before(text, at, 4)  # nearest first: the name's words, then "in" or "at"
+        words = 0
+        for start, stop in tokens:
+            word = text[start:stop].lower()
+            if word in ("in", "at"):
+                break
+            if words == 3 or word in self._rules.stop_words or not word.replace("-", "").replace("'", "").isalpha():
+                return
+            words += 1
+        else:
+            return
+        preposition = tokens[words][0]
+        line = text.rfind("\n", max(0, preposition - WINDOW), preposition)
+        if not words or self._street_cue.search(text, max(line + 1, preposition - WINDOW), preposition) is None:
+            return
+        after = AFTER_NUMBER.match(text, end)
+        spans.append(Span(tokens[words - 1][0], end if after is None else after.end(), "LOCATION", self.name, "street_after_cue"))
 
 
 _first = itemgetter(0)
