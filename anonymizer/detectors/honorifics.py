@@ -412,15 +412,16 @@ class HonorificDetector:
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
         if first is None:
             return None
-        after_connector = False
+        after_connector = after_initial = False
         for i, token in enumerate(chain((first,), rest)):
             previous_connector, after_connector = after_connector, token.connector
             if token.connector:
                 continue  # kept only if the word after it is taken
             key = token.word.casefold()
-            if self._is_initial(token, key, after_strong_title=i == 0 and strong):
-                end = token.end
+            if self._is_initial(token, key, after_initial or (i == 0 and strong)):
+                end, after_initial = token.end, True
                 continue
+            after_initial = False
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. QUIMBY AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
             if has_word and key in self._credential_words and token.word.isupper():
@@ -440,11 +441,12 @@ class HonorificDetector:
                 break  # a period after a whole word ends the sentence, and the name with it
         return end if has_word or strong else None
 
-    def _is_initial(self, token: Token, key: str, after_strong_title: bool) -> bool:
-        """One letter; a lower-case "a" or "i" counts only straight after a strong title ("mr a tan")."""
+    def _is_initial(self, token: Token, key: str, opening: bool) -> bool:
+        """One letter; a lower-case "a" or "i" counts only straight after a strong title or
+        another initial (`opening`: "mr a tan", "dr m a rodrigues")."""
         if len(key) != 1:
             return False
-        return token.dotted or token.word.isupper() or key not in self._stop or after_strong_title
+        return token.dotted or token.word.isupper() or key not in self._stop or opening
 
     def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str) -> bool:
         """Whether the word after a weak title ("ms", "general"), or after a title in capitals in

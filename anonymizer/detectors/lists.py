@@ -63,7 +63,7 @@ _TITLE_INITIALS = re.compile(r"(?:[^\W\d_]\.?[^\S\r\n]+){1,3}(?=[^\W\d_]{2})")
 _NEXT_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*")
 # What stands between a name and its role: a space, a comma, a slash or a bracket.
 _ROLE_GAP = re.compile(r"(?:[^\S\r\n]*(?P<mark>[(/,])[^\S\r\n]*|[^\S\r\n]+)\Z")
-_TITLE_GAP = re.compile(r"\.?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee"
+_TITLE_GAP = re.compile(r"\.?:?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee", "on call: Lee"
 _LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
