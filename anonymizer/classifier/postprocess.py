@@ -58,6 +58,8 @@ CUES = RELATIVE_CUES | SOCIAL_CUES
 NAME_END = frozenset({"hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from"})
 # Connectors inside a name ("Rahman bin Roslan", "KAMALA D/O GANESH"): rules/name_connectors.txt's, as tokens.
 NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
+# Particles inside a surname, up to two in a row ("van der Berg", "de la Cruz", "von Holt").
+PARTICLES = frozenset({"van", "von", "der", "den", "de", "da", "di", "del", "della", "la", "le", "du", "dos", "das"})
 SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
@@ -243,7 +245,8 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
     "son - tom", "husband (jim)", "daughter Mary Ann Smith", "Sons Oswin and Leopold", "Hank (son)".
 
     A name right after a kinship word (or before one in brackets) is a relative's, so a name the
-    classifier or a list called a clinician's or a bare name there is relabelled RELATIVE; what
+    classifier or a list called a clinician's or a bare name there is relabelled RELATIVE, and any
+    name found there goes on over its further words ("friend marcus ho"); what
     follows the kinship word must read as a name (:func:`_relative_word`), so "wife called",
     "son visiting", "dtr in to visit" stay, and only spaces, a comma, a colon, dashes or an opening
     bracket may stand between (a period ends the sentence, a slash is "MOM/LAXATIVES")."""
@@ -260,8 +263,9 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
         j = _after_cue(tokens, i)
         if j is None or eponymous(text, tokens, j, load_eponyms(), titles()):  # "MOTHER - PARKINSON'S"
             continue
-        if flagged[j] == category:
-            pass  # a name already found there: its further words and connectors still follow
+        if flagged[j] in NAME_CATEGORIES:  # a name already found there: its further words and connectors still follow
+            if flagged[j] != category and _takes(flagged, j, added):
+                added[j] = category  # a clinician's or a bare name right after the cue is the relative's
         elif not _takes(flagged, j, added):
             continue
         elif initials := _initials(tokens, flagged, j, d, added):  # "h s neo", "K H WONG", "r soh"
@@ -398,7 +402,8 @@ def _extend_relative(
 ) -> int | None:
     """The token continuing the relative's name at token j: its next word on the same line
     ("Mary Ann Smith", "don reid", "seah hui lay", "ho jun-min", "Brown-O'Neill"), past a connector ("nadia binte
-    salleh", "KAMALA D/O GANESH": the connector is added too), or the next name of a list
+    salleh", "KAMALA D/O GANESH": the connector is added too) or up to two particles ("imelda van
+    der quist"), or the next name of a list
     ("David and Theodore", "Smokey, Morris")."""
     k = j + 1
     n = len(tokens)
@@ -415,6 +420,13 @@ def _extend_relative(
         if lowers[k] in NAME_CONNECTORS and tokens.gaps[k + 1] == " " and _named(tokens, flagged, k + 1, d, added):
             added[k] = category
             return k + 1
+        m = k  # "kelvin van der berg": the particles, then the surname
+        while m < n and m - k < 2 and lowers[m] in PARTICLES and tokens.gaps[m] == " " and _takes(flagged, m, added):
+            m += 1
+        if k < m < n and tokens.gaps[m] == " " and _named(tokens, flagged, m, d, added):
+            for particle in range(k, m):
+                added[particle] = category
+            return m
         if (
             k + 2 < n
             and (lowers[k], lowers[k + 1]) in SLASH_CONNECTORS
