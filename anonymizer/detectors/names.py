@@ -66,7 +66,8 @@ NICKNAME_CUE = regex.compile(
 )
 # A line that opens with a word and a patient's state ("Benji c/o pain", "DOLLAH more alert today",
 # "rach seen with dtr"): the word is the patient, as nurses write them, when it is a form of the
-# record's given name (a listed nickname, its first letters).  Any other word there is left to the
+# record's given name (a listed nickname or its diminutive spelt otherwise, its first letters, its
+# clipped end: RecordNames._subjects).  Any other word there is left to the
 # classifier: a rule that took every unknown word would flag the surrogates of a released note.
 # Matched at each line's start (:func:`_line_starts`): a search for "^" in multi-line mode tries
 # every position of the note, four times slower.
@@ -82,6 +83,15 @@ TITLED_LETTER = re.compile(rf"(?i)(?:{alternation(PATIENT_TITLES)})\.?[ \t]{{1,2
 INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
 SPLIT_START = 3  # the letters a split name's first part has at least ("Quellmo re")
 SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
+
+
+def _diminutive(name: str) -> str:
+    """A diminutive's other spelling: "aggie" for "aggy" and back; "" for a name ending otherwise."""
+    if name.endswith("ie") and len(name) > 3:
+        return name[:-2] + "y"
+    if name.endswith("y") and len(name) > 2:
+        return name[:-1] + "ie"
+    return ""
 
 
 def _line_starts(text: str) -> Iterable[int]:
@@ -276,23 +286,30 @@ class RecordNames:
 
     def _subjects(self, text: str, record: PatientRecord, tokens: Iterable[str], related: frozenset[str]) -> list[Span]:
         """The word opening a line about the patient's state (STATUS_SUBJECT) where it is the
-        record's given name in another form: listed, its start, or a word that shares its first three
-        letters and is no English or clinical word."""
+        record's given name in another form: listed, or listed but for its diminutive's ending
+        ("Aggie" for the listed "Aggy"), its start, or a word that shares its first three letters or
+        is its end but for one letter (a Malay name's clipped form: "Dollah" for Abdullah, "Minah"
+        for Aminah) and is no English or clinical word."""
         given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
         # Most notes hold no form of the given name at all, which the note's words show at once:
-        # none of them is listed or a start of the name, and no word starts as the name does.
-        forms = related | {given[:k] for k in range(2, len(given) + 1)}
-        if self._words.words(text).isdisjoint(forms) and not (len(given) >= MIN_GIVEN and given[:3] in text.casefold()):
+        # none of them is listed or a start of the name, and no word starts or ends as the name does.
+        forms = related | {given[:k] for k in range(2, len(given) + 1)} | {_diminutive(r) for r in related}
+        if self._words.words(text).isdisjoint(forms) and not (
+            len(given) >= MIN_GIVEN and (given[:3] in (low := text.casefold()) or given[-3:] in low)
+        ):
             return []
         out = []
         for m in filter(None, (STATUS_SUBJECT.match(text, start) for start in _line_starts(text))):
             word = m["name"].casefold()
             if word in TITLES or word in tokens:
                 continue
-            # a word sharing only the name's start is a form of it unless English has it: "Patty", not "Patient", for Patricia
-            shared = len(given) >= MIN_GIVEN and len(word) >= 3 and given.startswith(word[:3]) and not never_a_name(word)
-            form = word in related or given.startswith(word) or shared
-            if form:
+            listed = word in related or _diminutive(word) in related
+            # a word sharing only the name's start or end is a form of it unless English has it:
+            # "Patty", not "Patient", for Patricia
+            long_enough = len(given) >= MIN_GIVEN and len(word) >= 3
+            shared = long_enough and given.startswith(word[:3])
+            clipped = long_enough and len(word) >= 4 and Levenshtein.distance(word, given[-len(word) :], score_cutoff=1) <= 1
+            if listed or given.startswith(word) or ((shared or clipped) and not never_a_name(word)):
                 out.append(Span(m.start("name"), m.end("name"), self._category, "record", "status_subject"))
         return out
 
