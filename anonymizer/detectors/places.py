@@ -131,7 +131,9 @@ class PlaceRules:
     cues: frozenset[str]
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
     codes_not_after_town: frozenset[str]  # state codes that are English words: not taken in lower case after a town
-    not_places: frozenset[str]
+    not_places: frozenset[str]  # the abstract towns included
+    abstract_towns: frozenset[str]  # "hope", "independence": a place only after a verb of moving or a stay
+    min_population_after_moving: int
     states: dict[str, str]  # lower-case state name -> postal code
     states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
     suffixes: frozenset[str]
@@ -187,7 +189,9 @@ class PlaceRules:
             cues=_words(towns["cues"]),
             residence_cues=_words(towns["residence_cues"]),
             codes_not_after_town=_words(towns["codes_not_after_town"]),
-            not_places=_words(towns["not_places"]),
+            not_places=_words(towns["not_places"]) | _words(towns["abstract_towns"]),
+            abstract_towns=_words(towns["abstract_towns"]),
+            min_population_after_moving=towns["min_population_after_moving"],
             states=states,
             states_are_phi=bool(towns["states"]),
             suffixes=_words(institutions["suffixes"]),
@@ -246,6 +250,18 @@ class PlaceDetector:
                 for form in _deletions(town):
                     self._large_towns.setdefault(form, []).append(town)
         self._long_pairs = frozenset(" ".join(town.split()[:2]) for town in self._towns if town.count(" ") >= 2)
+        # Towns of one or two words that count only Capitalised after a verb of moving or a stay:
+        # smaller ones and abstract nouns ("was in Cape May", "flies to Hope"), not the everyday
+        # words ("in time", "to come") nor those a cue alone takes.
+        self._moving_towns = frozenset(
+            town
+            for town, people in rules.places.items()
+            if town.count(" ") <= 1
+            and town.split()[0] not in FUNCTION_WORDS
+            and people >= rules.min_population_after_moving
+            and town not in self._towns
+            and (town in rules.abstract_towns or not (town in rules.not_places or town in rules.everyday))
+        )
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
@@ -326,17 +342,16 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), self._town_end(text, low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
                     spans.append(Span(m.start(1), self._town_end(text, low, m.end(1)), "LOCATION", name, "town_after_cue"))
+        if not caps and not (self._moving_towns.isdisjoint(map(_first, found)) and self._moving_towns.isdisjoint(map(" ".join, found))):
+            for m in self._cue.finditer(low):
+                self._town_after_moving(text, low, m, spans)
         if any(self._unknown(one) for one, _ in found):
             for m in self._cue.finditer(low):
                 if not (caps or titlecase(text[m.start(1) : m.end(1)])) or not self._unknown(m[1]):
                     continue
                 if len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
-                elif (
-                    (moving := self._moving.get(m[0].strip()))
-                    and (not caps or len(m[1]) >= CAPITALS_PLACE)
-                    and moving.search(low, max(0, m.start() - 16), m.start())
-                ):
+                elif (not caps or len(m[1]) >= CAPITALS_PLACE) and self._after_moving(low, m):
                     end = m.end(1) if caps else self._capitalised_run(text, m.start(1))
                     spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
         for m in (self._state_name if caps else self._state).finditer(text):
@@ -387,6 +402,26 @@ class PlaceDetector:
                     self._state_before(text, low, at, m.end(), spans)
                 at = low.find("univ", at + 4)
         return spans
+
+    def _after_moving(self, low: str, cue: re.Match[str]) -> bool:
+        """Whether a verb of moving or a stay's phrase stands right before the cue ("transferred to", "was in")."""
+        moving = self._moving.get(cue[0].strip())
+        return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
+
+    def _town_after_moving(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
+        """A town of `_moving_towns`, each word Capitalised, after a verb of moving or a stay's
+        phrase and its cue, with the Capitalised words after it ("was in Cape May", "flies to
+        Hope", "back from Mason Vicentino": a smaller place of that name; not "was in hope").  Not
+        where a suffix or a street type is among its words or right after them: "seen at Harbor
+        Hospital" is an institution's name (_anchored)."""
+        for name, end in ((f"{cue[1]} {cue[2]}", cue.end(2)), (cue[1], cue.end(1))):
+            if cue[2] is None and end == cue.end(2):
+                continue
+            if name in self._moving_towns and all(titlecase(w) for w in text[cue.start(1) : end].split()) and self._after_moving(low, cue):
+                end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
+                if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
+                    spans.append(Span(cue.start(1), end, "LOCATION", self.name, "town_after_moving"))
+                return
 
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
         """Whether the words alone in brackets are a town: Capitalised (in any case in a note of
