@@ -175,10 +175,10 @@ class StaffVocabulary:
         return frozenset(w for group in groups for phrase in group for w in _PART.findall(phrase))
 
     def keys(self) -> dict[str, str]:
-        """Titles and roles as keys of the lists' trie, each with its kind, "title" or "role".
-        Bracketed roles and departments are no keys: "pt", "resp", "gi" are in most notes, so
-        they are looked for only after a directory part (:meth:`after_pattern`)."""
-        keys = {w: "role" for w in self.roles}
+        """Titles, roles and registration labels as keys of the lists' trie, each with its kind,
+        "title" or "role".  Bracketed roles and departments are no keys: "pt", "resp", "gi" are in
+        most notes, so they are looked for only after a directory part (:meth:`after_pattern`)."""
+        keys = {w: "role" for w in (*self.roles, *self.registrations)}  # "LOW, MCR M12345A": a role's evidence
         keys.update({w: "title" for w in self.titles})  # "rn", "sn": a title before a name, a role after one
         return keys
 
