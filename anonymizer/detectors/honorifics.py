@@ -6,6 +6,10 @@ How far a name runs is decided token by token (see rules/honorifics.toml): initi
 Capitalised words and words that are not common English or clinical words continue it; stop words
 and common words in lower case or capitals end it, so "dr quiley aware" flags only "quiley" and
 "DR QUIMBY RENAL CONSULT" only "QUIMBY".
+
+Signatures name a clinician without a title: before a credential ("Jean Tan, RN"), before a
+slashed role ("Lee/reg/ENT") and, on a note's last lines, before a comma and an institution
+("kavitha, National Cancer Centre").
 """
 
 from __future__ import annotations
@@ -61,6 +65,13 @@ CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 
 
 VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
+# A note's signing line: a name of up to four words, initials or connectors, a comma, and an
+# institution ("Meena d/o Rajendran, Mount Elizabeth Hospital"); the institution is checked apart.
+SIGNATURE_LINE = regex.compile(
+    rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+(?:[^\W\d_]/[^\W\d_]|{NAME_WORD})\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
+)
+SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
+SIGNATURE_LENGTH = 160  # a longer line is no signing line
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 
 
@@ -109,6 +120,7 @@ class HonorificDetector:
         credentials: Iterable[str] = (),
         slash_roles: Iterable[str] = (),
         places: Path | None = None,
+        institution_suffixes: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -145,6 +157,10 @@ class HonorificDetector:
         roles = alternation(r.casefold() for r in slash_roles)
         self._slash_role = regex.compile(rf"/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
         self._name_before_slash = regex.compile(rf"{signature}{SPACE}*\Z")
+        # An institution's name ends with its suffix, or with a town of up to two words after it
+        # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
+        suffixes = alternation(" ".join(s.casefold().split()) for s in institution_suffixes)
+        self._institution_end = regex.compile(rf"(?:^|{SPACE})(?:{suffixes})(?:{SPACE}+[^\W\d_]+){{0,2}}\Z") if suffixes else None
         # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
         self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
         titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title
@@ -161,6 +177,7 @@ class HonorificDetector:
         self._title_lower = re.compile(_title_pattern(titles, ASCII_SPACE, glued_titles, "[a-z]")) if ascii_titles else None
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
+        self._connectors = frozenset(c.casefold().rstrip(".") for c in connectors)
 
     @property
     def honorifics(self) -> tuple[Honorific, ...]:
@@ -208,6 +225,7 @@ class HonorificDetector:
             # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
             slash_roles=rules.get("slash_roles", ()),
+            institution_suffixes=tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"],
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -255,6 +273,32 @@ class HonorificDetector:
         if self._slash_role is not None and "/" in text:
             for m in self._slash_role.finditer(low):
                 spans += self._signature(text, self._name_before_slash, m.start(), single_case, "before_role")
+        if self._institution_end is not None:
+            spans += self._signing_lines(text, low)
+        return spans
+
+    def _signing_lines(self, text: str, low: str) -> list[Span]:
+        """The name that signs a note on one of its last lines before a comma and an institution
+        ("Meena d/o Rajendran, Mount Elizabeth Hospital", "kavitha, National Cancer Centre",
+        "Ng, Alexandra Hospital"), category DOCTOR: no word of it a stop word or a title, and one
+        a listed given name or a word in no dictionary, or a lone Capitalised word that is no
+        frequent English one ("Plan, Bedok Polyclinic", "Records sent, Harwick Hospital" stay)."""
+        spans = []
+        end = len(text.rstrip())
+        for _ in range(SIGNATURE_LINES):
+            start = text.rfind("\n", max(0, end - SIGNATURE_LENGTH), end) + 1
+            line = SIGNATURE_LINE.fullmatch(text, start, end) if end - start < SIGNATURE_LENGTH else None
+            if line is not None and self._institution_end.search(low, line.start("institution"), line.end("institution")):
+                words = [w.rstrip(".").casefold() for w in line["name"].split()]
+                named = [w for w in words if len(w) > 1 and "/" not in w and w not in self._connectors]
+                alone = len(words) == 1 and titlecase(line["name"].rstrip(".")) and not plain_word(words[0], rank=None)
+                if named and not any(w in self._stop or w in self._honorifics for w in words) and (
+                    alone or any(w in self._given or self._unknown_word(w) for w in named)
+                ):
+                    spans.append(Span(line.start("name"), line.end("name"), "DOCTOR", self.name, "before_institution"))
+            if start == 0:
+                break
+            end = start - 1
         return spans
 
     def _names_before_verbs(self, text: str, low: str) -> list[Span]:
