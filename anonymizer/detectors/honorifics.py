@@ -71,6 +71,12 @@ SIGNATURE_LINE = regex.compile(
     rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+(?:[^\W\d_]/[^\W\d_]|{NAME_WORD})\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
 )
 SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
+# After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Meena
+# d/o Quellmore") before "at" and a place, a comma, a semicolon or the line's end.
+_CARED_WORD = rf"(?:{NAME_WORD}|[^\W\d_]/[^\W\d_])"
+CARED_BY = regex.compile(
+    rf"{SPACE}+(?P<name>{_CARED_WORD}(?:{SPACE}+{_CARED_WORD}){{0,3}})(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z))"
+)
 SIGNATURE_LENGTH = 160  # a longer line is no signing line
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 
@@ -121,6 +127,8 @@ class HonorificDetector:
         slash_roles: Iterable[str] = (),
         places: Path | None = None,
         institution_suffixes: Iterable[str] = (),
+        care_cues: Iterable[str] = (),
+        care_cues_capitalised: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -178,6 +186,13 @@ class HonorificDetector:
         joins = "|".join(regex.escape(c) for c in sorted(connectors, key=len, reverse=True)) or "(?!)"
         self._connector = regex.compile(rf"(?i)(?P<word>{joins})(?![\w/])")
         self._connectors = frozenset(c.casefold().rstrip(".") for c in connectors)
+        capitalised = {c.casefold() for c in care_cues_capitalised}
+        # per cue: whether it needs Capitalised names, and the category: a verb of contact's
+        # ("d/w": NAME, a clinician or a relative), else DOCTOR
+        self._care_cues = tuple(
+            (c, c in capitalised, self._honorifics[c].category if c in self._honorifics else "DOCTOR")
+            for c in (c.casefold() for c in care_cues)
+        )
 
     @property
     def honorifics(self) -> tuple[Honorific, ...]:
@@ -226,6 +241,8 @@ class HonorificDetector:
             credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
             slash_roles=rules.get("slash_roles", ()),
             institution_suffixes=tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"],
+            care_cues=rules.get("care_cues", ()),
+            care_cues_capitalised=rules.get("care_cues_capitalised", ()),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -275,7 +292,33 @@ class HonorificDetector:
                 spans += self._signature(text, self._name_before_slash, m.start(), single_case, "before_role")
         if self._institution_end is not None:
             spans += self._signing_lines(text, low)
+        for cue, capitalised, category in self._care_cues:
+            for at in whole_words(low, cue):
+                spans += self._cared_by(text, at + len(cue), capitalised, category)
         return spans
+
+    def _cared_by(self, text: str, at: int, capitalised: bool, category: str) -> list[Span]:
+        """The name after a care cue ending at `at` (rules/honorifics.toml's care_cues): up to
+        four words, initials or connectors before "at" and a place, a comma or the line's end, no
+        stop word, title or role among them nor an everyday word no name list holds, and one a
+        word in no dictionary or of a name list; each word Capitalised after a `capitalised` cue."""
+        match = CARED_BY.match(text, at)
+        if match is None:
+            return []
+        named = False
+        for word in match["name"].split():
+            key = word.casefold()
+            if len(key) == 1 or key in self._connectors:
+                continue  # an initial, "d/o"
+            if capitalised and not _capitalised(word):
+                return []
+            if key in self._stop or key in self._honorifics or key in self._credential_words or key in self._units:
+                return []
+            listed = key in name_words()
+            if key in self._common and not listed:
+                return []
+            named = named or listed or self._unknown_word(key)
+        return [Span(match.start("name"), match.end("name"), category, self.name, "care_cue")] if named else []
 
     def _signing_lines(self, text: str, low: str) -> list[Span]:
         """The name that signs a note on one of its last lines before a comma and an institution
