@@ -9,7 +9,7 @@ and common words in lower case or capitals end it, so "dr quiley aware" flags on
 
 Signatures name a clinician without a title: before a credential ("Jean Tan, RN"), before a
 slashed role ("Lee/reg/ENT") and, on a note's last lines, before a comma and an institution
-("kavitha, National Cancer Centre").
+("oswina, National Cancer Centre").
 """
 
 from __future__ import annotations
@@ -66,18 +66,18 @@ CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 
 VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
 # A note's signing line: a name of up to four words, initials or connectors, a comma, and an
-# institution ("Meena d/o Rajendran, Mount Elizabeth Hospital"); the institution is checked apart.
+# institution ("Imelda d/o Quellmore, Mount Elizabeth Hospital"); the institution is checked apart.
 SIGNATURE_LINE = regex.compile(
     rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+(?:[^\W\d_]/[^\W\d_]|{NAME_WORD})\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
 )
 SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
-# After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Meena
+SIGNATURE_LENGTH = 160  # a longer line is no signing line
+# After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Imelda
 # d/o Quellmore") before "at" and a place, a comma, a semicolon or the line's end.
 _CARED_WORD = rf"(?:{NAME_WORD}|[^\W\d_]/[^\W\d_])"
 CARED_BY = regex.compile(
     rf"{SPACE}+(?P<name>{_CARED_WORD}(?:{SPACE}+{_CARED_WORD}){{0,3}})(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z))"
 )
-SIGNATURE_LENGTH = 160  # a longer line is no signing line
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 
 
@@ -322,7 +322,7 @@ class HonorificDetector:
 
     def _signing_lines(self, text: str, low: str) -> list[Span]:
         """The name that signs a note on one of its last lines before a comma and an institution
-        ("Meena d/o Rajendran, Mount Elizabeth Hospital", "kavitha, National Cancer Centre",
+        ("Imelda d/o Quellmore, Mount Elizabeth Hospital", "oswina, National Cancer Centre",
         "Ng, Alexandra Hospital"), category DOCTOR: no word of it a stop word or a title, and one
         a listed given name or a word in no dictionary, or a lone Capitalised word that is no
         frequent English one ("Plan, Bedok Polyclinic", "Records sent, Harwick Hospital" stay)."""
@@ -530,7 +530,7 @@ class HonorificDetector:
 
     def _is_initial(self, token: Token, key: str, opening: bool) -> bool:
         """One letter; a lower-case "a" or "i" counts only straight after a strong title or
-        another initial (`opening`: "mr a tan", "dr m a rodrigues")."""
+        another initial (`opening`: "mr a tan", "dr m a quellmore")."""
         if len(key) != 1:
             return False
         return token.dotted or token.word.isupper() or key not in self._stop or opening

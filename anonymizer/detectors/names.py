@@ -34,6 +34,7 @@ Connectors go with a name as notes write them: "s/o" also as "so", "s.o." or "s 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -55,6 +56,7 @@ SHORT = 2  # tokens of this many letters or fewer match exactly, never approxima
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
 MIN_GIVEN = 5  # a given name this long has short forms: "Desmond" is "Des", "Olivia" "Liv"
+CLIPPED_TAIL = 4  # a clipped form ("Dollah" for Abdullah) ends in the given name's last letters
 LINE_RANK = 1500  # a nickname rarer than this in English is a name at a line's start too ("Matt more alert")
 # After one of the record's names, what introduces the name the patient is called by: any word
 # there is that name, listed nickname or not ("Desmond Tan prefers to be called Des", "(Des)").
@@ -83,6 +85,12 @@ TITLED_LETTER = re.compile(rf"(?i)(?:{alternation(PATIENT_TITLES)})\.?[ \t]{{1,2
 INITIAL_END = frozenset(" \t\r\n.,;:)")  # what may follow the initial: not "/" nor "&" ("MS S/P", "Mr A&O")
 SPLIT_START = 3  # the letters a split name's first part has at least ("Quellmo re")
 SPLIT_EDITS = 1  # a split name's parts written together are the record's token but for this many edits ("Des more" is no Desmond)
+
+
+@lru_cache(maxsize=64)
+def _diminutives(names: frozenset[str]) -> frozenset[str]:
+    """The other spellings of the names' diminutives, once per record (a patient's notes come in a row)."""
+    return frozenset(_diminutive(name) for name in names) - {""}
 
 
 def _diminutive(name: str) -> str:
@@ -293,9 +301,9 @@ class RecordNames:
         given = next((WORD.findall(v)[0].casefold() for v in record.names if WORD.search(v)), "")
         # Most notes hold no form of the given name at all, which the note's words show at once:
         # none of them is listed or a start of the name, and no word starts or ends as the name does.
-        forms = related | {given[:k] for k in range(2, len(given) + 1)} | {_diminutive(r) for r in related}
+        forms = related | {given[:k] for k in range(2, len(given) + 1)} | _diminutives(related)
         if self._words.words(text).isdisjoint(forms) and not (
-            len(given) >= MIN_GIVEN and (given[:3] in (low := text.casefold()) or given[-3:] in low)
+            len(given) >= MIN_GIVEN and (given[:3] in (low := text.casefold()) or given[-CLIPPED_TAIL:] in low)
         ):
             return []
         out = []
@@ -308,7 +316,12 @@ class RecordNames:
             # "Patty", not "Patient", for Patricia
             long_enough = len(given) >= MIN_GIVEN and len(word) >= 3
             shared = long_enough and given.startswith(word[:3])
-            clipped = long_enough and len(word) >= 4 and Levenshtein.distance(word, given[-len(word) :], score_cutoff=1) <= 1
+            clipped = (
+                long_enough
+                and len(word) >= CLIPPED_TAIL
+                and word.endswith(given[-CLIPPED_TAIL:])
+                and Levenshtein.distance(word, given[-len(word) :], score_cutoff=1) <= 1
+            )
             if listed or given.startswith(word) or ((shared or clipped) and not never_a_name(word)):
                 out.append(Span(m.start("name"), m.end("name"), self._category, "record", "status_subject"))
         return out

@@ -10,7 +10,9 @@ is no English word ("Dr Ng (Clementi)"); after a residence cue
 no English word, a town too small for the list.  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
 white marsh"); a one-word English name must belong to a large town, and be capitalised in a note
-not all in capitals when it is an everyday word ("from Reading", never "in reading").  An institution is the capitalised
+not all in capitals when it is an everyday word ("from Reading", never "in reading").  After a
+verb of moving or a stay's phrase a smaller town, or one named by an abstract noun, counts
+Capitalised ("was in Cape May", "flies to Hope").  An institution is the capitalised
 words before a suffix of ``rules/places.toml`` ("Harbor Hospital", "Bedok Polyclinic"), unless the
 word before the suffix is a department ("Heart Clinic"), or lower-case words after "at", "from", a
 comma or a dash that are not all everyday ones ("harmony nursing home"); everyday words too when
@@ -18,7 +20,9 @@ the name is an official one ("National Heart Centre") or right after "at", "from
 suffix of two words or joined by "of" ("at prince court medical centre"); the name is flagged with
 its suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
 number before and a number after ("Blk 123A Bedok North St 4"); an abbreviated type before a
-capitalised name only with the house number ("100 Main St. Boston").  An address's last line is a
+capitalised name only with the house number ("100 Main St. Boston"); in any case after where
+someone lives or stays ("stayed at holland dr"); a rail station is named as a street is ("Boon
+Lay MRT").  A labelled address is the words of its line ("Address: Tampines Mall").  An address's last line is a
 state's code in capitals and a ZIP code, with the town before it ("Quincy MA 02169"), and an
 apartment or suite its number ("Apt 3B").
 
@@ -414,9 +418,10 @@ class PlaceDetector:
         Hope", "back from Mason Vicentino": a smaller place of that name; not "was in hope").  Not
         where a suffix or a street type is among its words or right after them: "seen at Harbor
         Hospital" is an institution's name (_anchored)."""
-        for name, end in ((f"{cue[1]} {cue[2]}", cue.end(2)), (cue[1], cue.end(1))):
-            if cue[2] is None and end == cue.end(2):
-                continue
+        names = [(cue[1], cue.end(1))]
+        if cue[2] is not None:
+            names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
+        for name, end in names:
             if name in self._moving_towns and all(titlecase(w) for w in text[cue.start(1) : end].split()) and self._after_moving(low, cue):
                 end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
                 if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
