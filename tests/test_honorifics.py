@@ -1,4 +1,5 @@
 import re
+import time
 
 import pytest
 import regex
@@ -129,3 +130,24 @@ def test_the_ascii_search_reads_every_ascii_character_as_regex_does(honorifics):
             assert [m.span() for m in honorifics._title_lower.finditer(text.lower())] == [
                 m.span() for m in honorifics._title.finditer(text)
             ]
+
+
+@pytest.mark.parametrize("case", ["as written", "lower case"])
+def test_the_cost_grows_linearly_with_the_note(honorifics, case):
+    unit = (
+        "Dr K H Quellmore aware. d/w z y brackenholt, agreeable. to see Oswina at Harwick Polyclinic in 1/12. "
+        "Admitted under Imelda Quimby\nPhilippa Quellmore, RN. Lee/reg/ENT. met with martin quellmore. Haverford aware.\n"
+        "oswina, Wexcombe General Hospital\n"
+    )
+    if case == "lower case":
+        unit = unit.lower()
+    small, large = unit * 200, unit * 1600
+
+    def seconds(text):
+        started = time.process_time()
+        honorifics(text, RECORD)
+        return time.process_time() - started
+
+    best_small = min(seconds(small) for _ in range(5))
+    best_large = min(seconds(large) for _ in range(5))
+    assert best_large < 8 * best_small * 3  # 8 times the text: linear with room for noise, far from 64 times
