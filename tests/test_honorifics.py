@@ -1,5 +1,4 @@
 import re
-import time
 
 import pytest
 import regex
@@ -9,6 +8,7 @@ from hypothesis import strategies as st
 from anonymizer.detectors.honorifics import ASCII_SPACE, SPACE, Honorific, HonorificDetector
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir
+from tests.linear import grows_linearly
 
 RECORD = PatientRecord("1")
 
@@ -141,13 +141,4 @@ def test_the_cost_grows_linearly_with_the_note(honorifics, case):
     )
     if case == "lower case":
         unit = unit.lower()
-    small, large = unit * 200, unit * 1600
-
-    def seconds(text):
-        started = time.process_time()
-        honorifics(text, RECORD)
-        return time.process_time() - started
-
-    best_small = min(seconds(small) for _ in range(5))
-    best_large = min(seconds(large) for _ in range(5))
-    assert best_large < 8 * best_small * 3  # 8 times the text: linear with room for noise, far from 64 times
+    assert grows_linearly(honorifics, unit)

@@ -5,7 +5,6 @@ Behaviour case by case is in tests/data/cases/places.toml (tests/test_cases.py).
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from anonymizer import DETECTORS, ClassifierConfig, Deidentifier, DetectorsConfig, PatientRecord
 from anonymizer.detectors.places import PlaceDetector, PlaceRules
 from anonymizer.resources import data_dir
+from tests.linear import grows_linearly
 
 RULES = data_dir("rules")
 RECORD = PatientRecord("p1")
@@ -88,13 +88,4 @@ def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector, case: st
     )
     if case == "lower case":  # a note of one case is read otherwise: a check of the whole note must be made once
         unit = unit.lower()
-    small, large = unit * 200, unit * 1600
-
-    def seconds(text: str) -> float:
-        started = time.process_time()
-        detector(text, RECORD)
-        return time.process_time() - started
-
-    best_small = min(seconds(small) for _ in range(5))
-    best_large = min(seconds(large) for _ in range(5))
-    assert best_large < 8 * best_small * 3  # 8 times the text: linear with room for noise, far from 64 times
+    assert grows_linearly(detector, unit)
