@@ -480,6 +480,18 @@ def test_a_place_goes_on_over_the_words_of_a_facility_name():
 
 @pytest.mark.parametrize(
     ("text", "place", "expected"),
+    [("go home to Wexcombe Mall, advised", "Wexcombe", {"Mall"}), ("travel to Harwick Airport 3/7 ago", "Harwick", {"Airport"}),
+     ("lived at Brenzolo Bahru until 2020", "Brenzolo", {"Bahru"})],
+)
+def test_a_place_goes_on_over_a_landmark_or_a_new_towns_word(text, place, expected):
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    flagged[tokens.words.index(place)] = "LOCATION"
+    assert {tokens.words[i] for i in postprocess.extend_places(text, tokens, flagged)} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "place", "expected"),
     [
         ("moved to University of Maryland", "Maryland", {"University", "of"}),
         ("daughter Grace of Lindqvistown visited", "Lindqvistown", set()),

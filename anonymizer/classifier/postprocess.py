@@ -36,11 +36,12 @@ NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
 APOSTROPHES = frozenset({"'", "’"})  # between the "O" and the rest of "O'Neill"
 # Words that continue a place or hospital's name: "University of Maryland", "Harford Memorial",
-# "Baltimore Rehab", "Ocean City", "Daytona Beach".
+# "Baltimore Rehab", "Ocean City", "Daytona Beach", "Tampines Mall", "Changi Airport", "Geylang Bahru".
 PLACE_CONNECTORS = frozenset({
     "of", "memorial", "general", "university", "medical", "center", "centre", "hospital", "hosp", "regional",
     "community", "county", "st", "saint", "rehab", "rehabilitation", "clinic", "institute", "campus", "beach",
-    "park", "heights", "village", "lake", "falls", "valley", "hills", "island", "city",
+    "park", "heights", "village", "lake", "falls", "valley", "hills", "island", "city", "mall", "airport", "plaza", "bahru",
+    "baru",
 })
 # Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna", "hb bala").
 RELATIVE_CUES = frozenset({

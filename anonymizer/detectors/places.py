@@ -5,7 +5,8 @@ named after a state, and addresses.
 A list of the world's towns holds thousands of ordinary English words (Mobile, Reading, Hope,
 March), so a town is flagged only where a note announces a place: after a cue word ("lives in",
 "transferred from", "resident of"), before ", <state>" ("Dayton, OH") or alone in brackets when it
-is no English word ("Dr Ng (Clementi)"); after a residence cue
+is Capitalised and no everyday word, or no English word in a note of one case ("Dr Ng
+(Clementi)", "(Baltimore)"); after a residence cue
 ("lives in", "moved to") also a state's postal code ("lives in DC") and a capitalised name that is
 no English word, a town too small for the list.  After a cue a name that
 is not an English word, or has several words, counts in any case ("lives in rockport", "moved to
@@ -429,17 +430,22 @@ class PlaceDetector:
                 return
 
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
-        """Whether the words alone in brackets are a town: Capitalised (in any case in a note of
-        one case), and no English, ward or clinical word ("(Clementi)", "(jurong east)" in a
-        lower-case note; not "(Reading)", "(Bell)", "(MICU)"); a town of two words also in lower
-        case and though its words are English ones ("(Kuala Lumpur)", "(pasir ris)")."""
+        """Whether the words alone in brackets are a town: Capitalised and no everyday word
+        ("(Clementi)", "(Baltimore)"; not "(Reading)", "(Bell)"), or in a note of one case no
+        English word ("(jurong east)" in a lower-case note, not "(BOSTON)"), and no ward or
+        clinical word ("(MICU)"); a town of two words also in lower case and though its words are
+        English ones ("(Kuala Lumpur)", "(pasir ris)")."""
         key = written.lower()
         if key not in self._towns:
             return False
         words = written.split()
         if len(words) == 2:
             return one_case or written.islower() or all(titlecase(w) for w in words)
-        return (one_case or titlecase(written)) and not self._rules.english(key) and key not in self._not_towns
+        if key in self._not_towns:
+            return False
+        if titlecase(written) and not one_case:
+            return key not in self._rules.everyday
+        return one_case and not self._rules.english(key)
 
     def _unknown(self, word: str) -> bool:
         """Whether a lower-cased word after a cue is no known town and in no English, ward,
