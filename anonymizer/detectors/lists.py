@@ -1,6 +1,7 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
-and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`).
+and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
+initials only where a place is named: "f/u at CGH").
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of
@@ -52,7 +53,15 @@ WORDS = Path(__file__).resolve().parents[1] / "classifier" / "data"  # english.t
 _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphens split a name
 _DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's name never ends with: "Health &"
 ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give an acronym no letter
-ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations (acronyms)
+SHORT_ACRONYM = 3  # a hospital's acronym has at least these many initials
+ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (acronyms)
+# Where a hospital's acronym of three letters names the hospital ("f/u at CGH", "TCU SOC CGH",
+# "transferred from CGH", "CGH outpt clinic"), on the lower-cased note; "SAH on CT", "secondary
+# to SAH", "bleed from SAH" stay (a subarachnoid haemorrhage, whatever hospital is listed as "SAH").
+_ACRONYM_BEFORE = re.compile(
+    r"(?:\b(?:at|soc)|\b(?:transferred|transfered|referred|discharged|sent|admitted|seen|returned)[ \t]+(?:from|to|at|by))[ \t]+\Z"
+)
+_ACRONYM_AFTER = re.compile(r"[ \t]+(?:outpt|outpatient|clinic|a&e)\b")
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -108,9 +117,13 @@ class ListDetector:
         single = {_key(e) for e in staff if " " not in _key(e)}
         self._category = {k: c for k, c in _categorise(entries).items() if not (c == STAFF and k in single)}
         everyday = _everyday(rules)
-        for key, category in {**short_forms(self._category, rules, everyday), **acronyms(self._category, everyday)}.items():
+        initials = acronyms(self._category, everyday)
+        long = {key: category for key, category in initials.items() if len(key) >= ACRONYM_LENGTH}
+        for key, category in {**short_forms(self._category, rules, everyday), **long}.items():
             self._category.setdefault(key, category)
-        keys = set(self._category) | (self._staff.keys() if self._staff else set())
+        # hospitals' acronyms of three letters: taken only where a place is named (_ACRONYM_BEFORE, _AFTER)
+        self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
+        keys = set(self._category) | set(self._short_acronyms) | (self._staff.keys() if self._staff else set())
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
@@ -131,11 +144,18 @@ class ListDetector:
         lower = text.lower()
         ascii_text = text.isascii()
         matches = self._lower.finditer(lower) if ascii_text else self._pattern.finditer(text)  # type: ignore[union-attr]
+        one_case: bool | None = None  # whether the note is all in lower case, worked out once if needed
         for match in matches:
             key = match.group()
             if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
                 key = _key(key)
             category = self._category.get(key)
+            if category is None and key in self._short_acronyms:
+                if one_case is None:
+                    one_case = text.islower()
+                if self._names_a_place(text, lower, match.start(), match.end(), one_case):
+                    spans.append(Span(match.start(), match.end(), self._short_acronyms[key], self.name, "acronym"))
+                continue
             if category is None and self._staff is not None:
                 hits.append((match.start(), match.end(), key))
                 continue
@@ -148,6 +168,15 @@ class ListDetector:
             spans += staff
             spans.sort(key=_START)
         return spans
+
+    @staticmethod
+    def _names_a_place(text: str, lower: str, start: int, end: int, one_case: bool) -> bool:
+        """Whether a hospital's acronym of three letters stands where a place is named, written in
+        capitals (in a note all in lower case, as written): after "at", "SOC" or a verb of moving
+        and its preposition, or before "outpt", "clinic", "A&E"."""
+        if len(lower) != len(text) or not (text[start:end].isupper() or one_case):
+            return False
+        return _ACRONYM_BEFORE.search(lower, max(0, start - 24), start) is not None or _ACRONYM_AFTER.match(lower, end) is not None
 
 
 @dataclass(frozen=True)
@@ -451,17 +480,18 @@ def short_forms(categories: Mapping[str, str], rules_dir: Path, everyday: frozen
 def acronyms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[str, str]:
     """Hospitals by their initials, as clinicians write them: "TTSH" for Tan Tock Seng Hospital,
     "GBMC" for Greater Baltimore Medical Center, "NTFGH" for Ng Teng Fong General Hospital ("of",
-    "and", "the" give no letter).  Four initials or more: three are as often a clinical
+    "and", "the" give no letter), three initials or more.  Three are as often a clinical
     abbreviation that no word list holds ("SAH" would be St Anne's Hospital and subarachnoid
-    haemorrhage, "BMS" bowel movements), so a hospital known by three ("NUH", "MGH") is listed as
-    such.  An acronym that is an English, clinical or everyday word is left out."""
+    haemorrhage, "BMS" bowel movements): the detector takes those only where a place is named
+    (ListDetector._names_a_place).  An acronym that is an English, clinical or everyday word is
+    left out."""
     ranks = english_rank()
     forms: dict[str, str] = {}
     for key, category in categories.items():
         if category != "HOSPITAL":
             continue
         initials = "".join(w[0] for w in key.split() if w not in ACRONYM_SKIPS and w[0].isalpha())
-        if len(initials) >= ACRONYM_LENGTH and initials not in ranks and initials not in everyday and initials not in clinical_words():
+        if len(initials) >= SHORT_ACRONYM and initials not in ranks and initials not in everyday and initials not in clinical_words():
             forms.setdefault(initials, category)
     return forms
 
