@@ -382,6 +382,26 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
     assert {tokens.words[i] for i in added} == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "found", "expected"),
+    [
+        ("spoke to son j l quellmore at home", {"quellmore": "PATIENT"}, {"j", "l"}),  # the patient's surname is the son's too
+        ("stays with k t quellmore (brother) at home", {"quellmore": "PATIENT"}, {"k", "t"}),
+        ("sick Oswin bin Quellmore (son) at home", {"Oswin": "RELATIVE", "Quellmore": "PATIENT"}, {"bin"}),
+        ("Imran s/o Quellmore (son) to bring pt home", {"Quellmore": "PATIENT"}, {"Imran", "s", "o"}),
+        ("contact with sick wife kim-min at home", {"kim": "RELATIVE"}, {"min"}),
+        ("son-in-law david at bedside", {}, {"david"}),
+    ],
+)
+def test_a_relatives_name_goes_on_over_a_name_found_already(text, found, expected):
+    """Initials, connectors and a hyphenated syllable next to a name another detector found (the
+    patient's surname a relative shares, a given name the classifier found)."""
+    tokens = Tokens.of(text)
+    flagged = [found.get(word) for word in tokens.words]
+    added = postprocess.relative_cues(text, tokens, flagged)
+    assert {tokens.words[i] for i in added} == expected
+
+
 def test_a_drug_is_no_part_of_a_name():
     text = "Given Mesalamine supp. Aloe Vesta oint applied"
     tokens = Tokens.of(text)

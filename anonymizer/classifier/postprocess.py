@@ -264,15 +264,16 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
         j = _after_cue(tokens, i)
         if j is None or eponymous(text, tokens, j, load_eponyms(), titles()):  # "MOTHER - PARKINSON'S"
             continue
-        if flagged[j] in NAME_CATEGORIES:  # a name already found there: its further words and connectors still follow
+        if initials := _initials(tokens, flagged, j, d, added):  # "h s neo", "K H WONG", "r soh", "j l tay" with "tay" found
+            for k in initials:
+                if _takes(flagged, k, added):
+                    added[k] = category
+            j = initials[-1]
+        elif flagged[j] in NAME_CATEGORIES:  # a name already found there: its further words and connectors still follow
             if flagged[j] != category and _takes(flagged, j, added):
                 added[j] = category  # a clinician's or a bare name right after the cue is the relative's
         elif not _takes(flagged, j, added):
             continue
-        elif initials := _initials(tokens, flagged, j, d, added):  # "h s neo", "K H WONG", "r soh"
-            for k in initials:
-                added[k] = category
-            j = initials[-1]
         elif _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
             added[j] = category
         elif _surname_like(tokens, j, d) and j + 1 < n and tokens.gaps[j + 1] in (" ", "-") and _surname_like(tokens, j + 1, d):
@@ -303,6 +304,13 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
     )
 
 
+def _syllable(tokens: Tokens, k: int) -> bool:
+    """Whether token k may be a syllable of a hyphenated given name: two to six letters, no
+    kinship word, title or word that ends a name ("kim-min", "kow-hong"; not "son-in-law")."""
+    word, lower = tokens.words[k], tokens.lowers[k]
+    return 2 <= len(word) <= SYLLABLE_LENGTH and word.isalpha() and lower not in CUES and lower not in NAME_END and lower not in titles()
+
+
 def _named(tokens: Tokens, flagged: Sequence[str | None], k: int, d: Dictionaries, added: dict[int, str]) -> bool:
     """Whether token k, after a connector, is a name: one found already, or a word that may be a surname."""
     return flagged[k] in NAME_CATEGORIES or (_takes(flagged, k, added) and _surname_like(tokens, k, d))
@@ -315,11 +323,12 @@ def _letter(word: str) -> bool:
 
 def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> list[int]:
     """Up to three one-letter initials from token j and the word after them, if that word may be a
-    surname: "h s neo", "K H WONG", "w a chua"; none for "son a bit better", "I"."""
+    surname: "h s neo", "K H WONG", "w a chua"; none for "son a bit better", "I".  An initial or
+    the surname may be a name found already ("j l tay" with the patient's surname)."""
     n, words = len(tokens), tokens.words
     k = j
     while k < n and k - j < 3 and _letter(words[k]) and (k > j or words[k] not in WORD_LETTERS):
-        if not _takes(flagged, k, added) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
+        if not (_takes(flagged, k, added) or flagged[k] in NAME_CATEGORIES) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
             return []
         k += 1
     found = k < n and flagged[k] in NAME_CATEGORIES  # "husband s singh" with "singh" found already
@@ -328,6 +337,7 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
     return list(range(j, k + 1))
 
 
+SYLLABLE_LENGTH = 6  # a syllable of a hyphenated given name is this long at most ("kim-min", "soon-guan")
 RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
 RELATIVE_SKIP = frozenset({"name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
 # Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Quiley" names two people.
@@ -416,6 +426,8 @@ def _extend_relative(
         return k + 1  # "Brown-O'Neill", "Sean O'Malley"
     if gap in (" ", "-") and (_relative_word(tokens, k, d, strict=True) or _surname_like(tokens, k, d)):
         return k
+    if gap == "-" and _syllable(tokens, k):
+        return k  # "kim-min": a hyphenated given name's syllable, a word of English or not
     if gap == " " and k + 1 < n:
         lowers = tokens.lowers
         if lowers[k] in NAME_CONNECTORS and tokens.gaps[k + 1] == " " and _named(tokens, flagged, k + 1, d, added):
@@ -450,26 +462,32 @@ def _names_before(
 ) -> None:
     """Up to three names right before a bracketed kinship word on its line, with the initials and
     a connector before them: "Hank Smith (son)", "neo ling mei (brother)", "choo-leng (husband)",
-    "K H Rao (son)", "Jamal bin Salleh (son)"."""
+    "K H Rao (son)", "Jamal bin Salleh (son)", "Anand s/o Quellmore (son)"; a name found already
+    among them goes on the same ("l l khoo (brother)" where Khoo is the patient's surname too)."""
     if tokens.gaps[i].strip() != "(":
         return
     j = i - 1
-    while (
-        j >= 0
-        and i - j <= 3
-        and _takes(flagged, j, added)
-        and (_relative_word(tokens, j, d, strict=i - j > 1) or _surname_like(tokens, j, d))
-    ):
-        added[j] = category
+    while j >= 0 and i - j <= 3 and _name_at(tokens, flagged, j, d, added, strict=i - j > 1):
+        if _takes(flagged, j, added):
+            added[j] = category
         if tokens.gaps[j] not in (" ", "-"):
             return
         j -= 1
     if j + 1 == i:
         return  # no name before the bracket
     lowers, words = tokens.lowers, tokens.words
-    if j >= 1 and lowers[j] in NAME_CONNECTORS and tokens.gaps[j] == " " and _takes(flagged, j, added):
-        if _takes(flagged, j - 1, added) and (_relative_word(tokens, j - 1, d) or _surname_like(tokens, j - 1, d)):
-            added[j] = added[j - 1] = category  # "Jamal bin Salleh"
+    if j >= 1 and lowers[j] in NAME_CONNECTORS and tokens.gaps[j] == " ":
+        connector = 1  # "Jamal bin Salleh"
+    elif j >= 2 and (lowers[j - 1], lowers[j]) in SLASH_CONNECTORS and tokens.gaps[j] == "/" and tokens.gaps[j - 1] == " ":
+        connector = 2  # "Anand s/o Quellmore"
+    else:
+        connector = 0
+    if connector:
+        first = j - connector
+        if all(_takes(flagged, k, added) for k in range(first + 1, j + 1)) and _name_at(tokens, flagged, first, d, added):
+            for k in range(first, j + 1):
+                if _takes(flagged, k, added):
+                    added[k] = category
         return
     for k in range(j, max(j - 3, -1), -1):  # "K H Rao", "y t zhang"
         if not (_letter(words[k]) and words[k] not in WORD_LETTERS and _takes(flagged, k, added)):
@@ -477,6 +495,13 @@ def _names_before(
         added[k] = category
         if tokens.gaps[k] not in (" ", ". ", "."):
             return
+
+
+def _name_at(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str], strict: bool = False) -> bool:
+    """Whether token j is a name: one found already, or a word that may be a relative's name."""
+    if flagged[j] in NAME_CATEGORIES:
+        return True
+    return _takes(flagged, j, added) and (_relative_word(tokens, j, d, strict=strict) or _surname_like(tokens, j, d))
 
 
 def propagate(
