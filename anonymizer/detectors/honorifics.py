@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -500,7 +499,8 @@ class HonorificDetector:
         if first is None:
             return None
         after_connector = after_initial = False
-        for i, token in enumerate(chain((first,), rest)):
+        tokens = [first, *rest]  # at most max_tokens: read ahead by one where a word is everyday
+        for i, token in enumerate(tokens):
             previous_connector, after_connector = after_connector, token.connector
             if token.connector:
                 continue  # kept only if the word after it is taken
@@ -520,13 +520,26 @@ class HonorificDetector:
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
             else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
-                taken = _capitalised(token.word) or (key not in self._common and not plain_word(key, rank=None) and not clinical_word(key))
+                taken = _capitalised(token.word) or self._inner_word(key) or self._syllable_before_name(key, tokens[i + 1 : i + 2])
             if not taken:
                 break
             end, has_word = token.end, True
             if token.dotted:
                 break  # a period after a whole word ends the sentence, and the name with it
         return end if has_word or strong else None
+
+    def _inner_word(self, key: str) -> bool:
+        """A word that goes on with a name begun: no everyday, English or clinical word."""
+        return key not in self._common and not plain_word(key, rank=None) and not clinical_word(key)
+
+    def _syllable_before_name(self, key: str, after: list[Token]) -> bool:
+        """An everyday word that a name list holds, inside a name of three parts where the word
+        after it goes on with the name ("dr kwek soon jun", "DR. LIM HOCK BENG"; "Dr Tan soon to
+        review", "DR KWEK WILL REVIEW" end at it)."""
+        if not after or after[0].connector or key in self._stop or key not in name_words():
+            return False
+        following = after[0].word.casefold()
+        return following not in self._stop and following not in self._honorifics and self._inner_word(following)
 
     def _is_initial(self, token: Token, key: str, opening: bool) -> bool:
         """One letter; a lower-case "a" or "i" counts only straight after a strong title or
