@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -499,7 +500,7 @@ class HonorificDetector:
         if first is None:
             return None
         after_connector = after_initial = False
-        tokens = [first, *rest]  # at most max_tokens: read ahead by one where a word is everyday
+        tokens = _Lookahead(chain((first,), rest))  # read one ahead where a word is everyday
         for i, token in enumerate(tokens):
             previous_connector, after_connector = after_connector, token.connector
             if token.connector:
@@ -520,7 +521,7 @@ class HonorificDetector:
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
             else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
-                taken = _capitalised(token.word) or self._inner_word(key) or self._syllable_before_name(key, tokens[i + 1 : i + 2])
+                taken = _capitalised(token.word) or self._inner_word(key) or self._syllable_before_name(key, tokens.peek())
             if not taken:
                 break
             end, has_word = token.end, True
@@ -532,13 +533,13 @@ class HonorificDetector:
         """A word that goes on with a name begun: no everyday, English or clinical word."""
         return key not in self._common and not plain_word(key, rank=None) and not clinical_word(key)
 
-    def _syllable_before_name(self, key: str, after: list[Token]) -> bool:
+    def _syllable_before_name(self, key: str, after: Token | None) -> bool:
         """An everyday word that a name list holds, inside a name of three parts where the word
         after it goes on with the name ("dr kwek soon jun", "DR. LIM HOCK BENG"; "Dr Tan soon to
         review", "DR KWEK WILL REVIEW" end at it)."""
-        if not after or after[0].connector or key in self._stop or key not in name_words():
+        if after is None or after.connector or key in self._stop or key not in name_words():
             return False
-        following = after[0].word.casefold()
+        following = after.word.casefold()
         return following not in self._stop and following not in self._honorifics and self._inner_word(following)
 
     def _is_initial(self, token: Token, key: str, opening: bool) -> bool:
@@ -569,6 +570,28 @@ class HonorificDetector:
         if title.isupper() and token.word.isupper() and key in name_words():
             return True
         return key not in self._common and not plain_word(key, rank=None)
+
+
+class _Lookahead:
+    """An iterator of tokens that can show the next one without taking it."""
+
+    def __init__(self, tokens: Iterator[Token]) -> None:
+        self._tokens = tokens
+        self._next: Token | None = None
+
+    def __iter__(self) -> "_Lookahead":
+        return self
+
+    def __next__(self) -> Token:
+        if self._next is not None:
+            token, self._next = self._next, None
+            return token
+        return next(self._tokens)
+
+    def peek(self) -> Token | None:
+        if self._next is None:
+            self._next = next(self._tokens, None)
+        return self._next
 
 
 def entries(rules: dict) -> list[dict]:
