@@ -65,18 +65,18 @@ CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 
 
 VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
+NAME_PART = rf"(?:{NAME_WORD}|[^\W\d_]/[^\W\d_])"  # a word, an initial or a slashed connector ("d/o") of a name
 # A note's signing line: a name of up to four words, initials or connectors, a comma, and an
 # institution ("Imelda d/o Quellmore, Mount Elizabeth Hospital"); the institution is checked apart.
 SIGNATURE_LINE = regex.compile(
-    rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+(?:[^\W\d_]/[^\W\d_]|{NAME_WORD})\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
+    rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+{NAME_PART}\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
 )
 SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
 SIGNATURE_LENGTH = 160  # a longer line is no signing line
 # After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Imelda
 # d/o Quellmore") before "at" and a place, a comma, a semicolon or the line's end.
-_CARED_WORD = rf"(?:{NAME_WORD}|[^\W\d_]/[^\W\d_])"
 CARED_BY = regex.compile(
-    rf"{SPACE}+(?P<name>{_CARED_WORD}(?:{SPACE}+{_CARED_WORD}){{0,3}})(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z))"
+    rf"{SPACE}+(?P<name>{NAME_PART}(?:{SPACE}+{NAME_PART}){{0,3}})(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z))"
 )
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 
@@ -327,7 +327,9 @@ class HonorificDetector:
         a listed given name or a word in no dictionary, or a lone Capitalised word that is no
         frequent English one ("Plan, Bedok Polyclinic", "Records sent, Harwick Hospital" stay)."""
         spans = []
-        end = len(text.rstrip())
+        end = len(text)
+        while end and text[end - 1].isspace():  # the note's end, without copying it
+            end -= 1
         for _ in range(SIGNATURE_LINES):
             start = text.rfind("\n", max(0, end - SIGNATURE_LENGTH), end) + 1
             line = SIGNATURE_LINE.fullmatch(text, start, end) if end - start < SIGNATURE_LENGTH else None
