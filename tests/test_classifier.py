@@ -391,6 +391,7 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
         ("Imran s/o Quellmore (son) to bring pt home", {"Quellmore": "PATIENT"}, {"Imran", "s", "o"}),
         ("contact with sick wife kim-min at home", {"kim": "RELATIVE"}, {"min"}),
         ("son-in-law david at bedside", {}, {"david"}),
+        ("Oswin Quellmore (son)", {}, {"Oswin", "Quellmore"}),  # the kinship word ends the note
     ],
 )
 def test_a_relatives_name_goes_on_over_a_name_found_already(text, found, expected):

@@ -259,7 +259,7 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
     n = len(tokens)
     for i in [i for i, lower in enumerate(lowers) if lower in CUES]:
         category = "NAME" if lowers[i] in SOCIAL_CUES else "RELATIVE"
-        if i + 1 < n and tokens.gaps[i].endswith("(") and tokens.gaps[i + 1].startswith(")"):
+        if tokens.gaps[i].endswith("(") and tokens.gaps[i + 1].startswith(")"):  # gaps: one more than the tokens
             _names_before(text, tokens, flagged, i, d, added, category)  # "Hank Smith (son)"
         j = _after_cue(tokens, i)
         if j is None or eponymous(text, tokens, j, load_eponyms(), titles()):  # "MOTHER - PARKINSON'S"
