@@ -62,6 +62,12 @@ _ACRONYM_BEFORE = re.compile(
     r"(?:\b(?:at|soc)|\b(?:transferred|transfered|referred|discharged|sent|admitted|seen|returned)[ \t]+(?:from|to|at|by))[ \t]+\Z"
 )
 _ACRONYM_AFTER = re.compile(r"[ \t]+(?:outpt|outpatient|clinic|a&e)\b")
+# At a line's end, after a clinician's title and name and a comma ("Dr Quek, CGH", "To: A/Prof
+# Quimby, CGH") or after a visit and a dash ("Clinic visit 3/5 - CGH"): the line names where they work or were seen.
+_ACRONYM_LINE = re.compile(
+    r"(?:^|\n)[ \t]*(?:(?:to:[ \t]*)?(?:dr|prof|a/prof|assoc[ \t]prof|asst[ \t]prof)\b[^\n,]{1,48},"
+    r"|(?:clinic[ \t]+)?visit\b[^\n]{1,40}[ \t]-)[ \t]*\Z"
+)
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -173,10 +179,14 @@ class ListDetector:
     def _names_a_place(text: str, lower: str, start: int, end: int, one_case: bool) -> bool:
         """Whether a hospital's acronym of three letters stands where a place is named, written in
         capitals (in a note all in lower case, as written): after "at", "SOC" or a verb of moving
-        and its preposition, or before "outpt", "clinic", "A&E"."""
+        and its preposition, before "outpt", "clinic", "A&E", or ending a clinician's line or a
+        visit's (_ACRONYM_LINE)."""
         if len(lower) != len(text) or not (text[start:end].isupper() or one_case):
             return False
-        return _ACRONYM_BEFORE.search(lower, max(0, start - 24), start) is not None or _ACRONYM_AFTER.match(lower, end) is not None
+        if _ACRONYM_BEFORE.search(lower, max(0, start - 24), start) is not None or _ACRONYM_AFTER.match(lower, end) is not None:
+            return True
+        line_end = end == len(lower) or lower[end] in "\r\n"
+        return line_end and _ACRONYM_LINE.search(lower, max(0, start - 64), start) is not None
 
 
 @dataclass(frozen=True)
