@@ -54,20 +54,7 @@ _PART = re.compile(r"[^\W\d_]+")  # a name part: letters; apostrophes and hyphen
 _DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's name never ends with: "Health &"
 ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give an acronym no letter
 SHORT_ACRONYM = 3  # a hospital's acronym has at least these many initials
-ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (acronyms)
-# Where a hospital's acronym of three letters names the hospital ("f/u at CGH", "TCU SOC CGH",
-# "transferred from CGH", "CGH outpt clinic"), on the lower-cased note; "SAH on CT", "secondary
-# to SAH", "bleed from SAH" stay (a subarachnoid haemorrhage, whatever hospital is listed as "SAH").
-_ACRONYM_BEFORE = re.compile(
-    r"(?:\b(?:at|soc)|\b(?:transferred|transfered|referred|discharged|sent|admitted|seen|returned)[ \t]+(?:from|to|at|by))[ \t]+\Z"
-)
-_ACRONYM_AFTER = re.compile(r"[ \t]+(?:outpt|outpatient|clinic|a&e)\b")
-# At a line's end, after a clinician's title and name and a comma ("Dr Quek, CGH", "To: A/Prof
-# Quimby, CGH") or after a visit and a dash ("Clinic visit 3/5 - CGH"): the line names where they work or were seen.
-_ACRONYM_LINE = re.compile(
-    r"(?:^|\n)[ \t]*(?:(?:to:[ \t]*)?(?:dr|prof|a/prof|assoc[ \t]prof|asst[ \t]prof)\b[^\n,]{1,48},"
-    r"|(?:clinic[ \t]+)?visit\b[^\n]{1,40}[ \t]-)[ \t]*\Z"
-)
+ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (AcronymCues)
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -127,8 +114,9 @@ class ListDetector:
         long = {key: category for key, category in initials.items() if len(key) >= ACRONYM_LENGTH}
         for key, category in {**short_forms(self._category, rules, everyday), **long}.items():
             self._category.setdefault(key, category)
-        # hospitals' acronyms of three letters: taken only where a place is named (_ACRONYM_BEFORE, _AFTER)
+        # hospitals' acronyms of three letters: taken only where a place is named
         self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
+        self._acronym_cues = AcronymCues.read(rules / "lists.toml")
         keys = set(self._category) | set(self._short_acronyms) | (self._staff.keys() if self._staff else set())
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
@@ -159,7 +147,7 @@ class ListDetector:
             if category is None and key in self._short_acronyms:
                 if one_case is None:
                     one_case = text.islower()
-                if self._names_a_place(text, lower, match.start(), match.end(), one_case):
+                if self._acronym_cues.name_a_place(text, lower, match.start(), match.end(), one_case):
                     spans.append(Span(match.start(), match.end(), self._short_acronyms[key], self.name, "acronym"))
                 continue
             if category is None and self._staff is not None:
@@ -174,19 +162,6 @@ class ListDetector:
             spans += staff
             spans.sort(key=_START)
         return spans
-
-    @staticmethod
-    def _names_a_place(text: str, lower: str, start: int, end: int, one_case: bool) -> bool:
-        """Whether a hospital's acronym of three letters stands where a place is named, written in
-        capitals (in a note all in lower case, as written): after "at", "SOC" or a verb of moving
-        and its preposition, before "outpt", "clinic", "A&E", or ending a clinician's line or a
-        visit's (_ACRONYM_LINE)."""
-        if len(lower) != len(text) or not (text[start:end].isupper() or one_case):
-            return False
-        if _ACRONYM_BEFORE.search(lower, max(0, start - 24), start) is not None or _ACRONYM_AFTER.match(lower, end) is not None:
-            return True
-        line_end = end == len(lower) or lower[end] in "\r\n"
-        return line_end and _ACRONYM_LINE.search(lower, max(0, start - 64), start) is not None
 
 
 @dataclass(frozen=True)
@@ -459,6 +434,36 @@ class StaffDirectory:
         return mixed and len(letters) > 1 and letters.casefold() not in self._abbreviations
 
 
+class AcronymCues:
+    """Where a listed hospital's acronym of three letters names the hospital (rules/lists.toml's
+    [acronyms]): patterns on the lower-cased note, compiled once per run."""
+
+    def __init__(self, rules: Mapping) -> None:
+        def words(key: str) -> str:
+            return "|".join(re.escape(w).replace(r"\ ", r"[ \t]+") for w in sorted(rules[key], key=len, reverse=True))
+
+        self._before = re.compile(rf"\b(?:{words('before')})[ \t]+\Z")
+        self._after = re.compile(rf"[ \t]+(?:{words('after')})\b")
+        # the line's start, then a clinician's title and name and a comma, or a visit and a dash
+        self._line = re.compile(
+            rf"(?:^|\n)[ \t]*(?:(?:{words('line_titles')})\b[^\n,]{{1,48}},|(?:{words('visits')})\b[^\n]{{1,40}}[ \t]-)[ \t]*\Z"
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> "AcronymCues":
+        return cls(tomllib.loads(path.read_text(encoding="utf-8"))["acronyms"])
+
+    def name_a_place(self, text: str, lower: str, start: int, end: int, one_case: bool) -> bool:
+        """Whether the acronym at `start`:`end`, written in capitals (in a note all in lower case, as
+        written), stands after a cue, before one, or ends a clinician's line or a visit's."""
+        if len(lower) != len(text) or not (text[start:end].isupper() or one_case):
+            return False
+        if self._before.search(lower, max(0, start - 24), start) is not None or self._after.match(lower, end) is not None:
+            return True
+        line_end = end == len(lower) or lower[end] in "\r\n"
+        return line_end and self._line.search(lower, max(0, start - 64), start) is not None
+
+
 def _rank(category: str) -> int:
     return _PRIORITY.get(category, len(_PRIORITY))
 
@@ -493,7 +498,7 @@ def acronyms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[st
     "and", "the" give no letter), three initials or more.  Three are as often a clinical
     abbreviation that no word list holds ("SAH" would be St Anne's Hospital and subarachnoid
     haemorrhage, "BMS" bowel movements): the detector takes those only where a place is named
-    (ListDetector._names_a_place).  An acronym that is an English, clinical or everyday word is
+    (:class:`AcronymCues`).  An acronym that is an English, clinical or everyday word is
     left out."""
     ranks = english_rank()
     forms: dict[str, str] = {}
