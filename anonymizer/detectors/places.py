@@ -60,6 +60,7 @@ WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
 # A word of a town's name, on the lower-cased note: letters of any script ("gießen", "são paulo").
 TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
+POINT_GAP = re.compile(r"\.?[ \t]+(?=[^\W\d_])")  # between an abbreviated point of the compass and a town: "N. Andover"
 TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
 HOUSE_NUMBER = re.compile(r"\d{1,5}[A-Za-z]?(?:-\d{1,5}[A-Za-z]?)?")
@@ -139,6 +140,7 @@ class PlaceRules:
     not_places: frozenset[str]  # the abstract towns included
     abstract_towns: frozenset[str]  # "hope", "independence": a place only after a verb of moving or a stay
     min_population_after_moving: int
+    compass_points: dict[str, str]  # "n" -> "north": an abbreviated point before a town after a cue
     states: dict[str, str]  # lower-case state name -> postal code
     states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
     suffixes: frozenset[str]
@@ -197,6 +199,7 @@ class PlaceRules:
             not_places=_words(towns["not_places"]) | _words(towns["abstract_towns"]),
             abstract_towns=_words(towns["abstract_towns"]),
             min_population_after_moving=towns["min_population_after_moving"],
+            compass_points={k.lower(): v.lower() for k, v in towns["compass_points"].items()},
             states=states,
             states_are_phi=bool(towns["states"]),
             suffixes=_words(institutions["suffixes"]),
@@ -347,6 +350,10 @@ class PlaceDetector:
                     spans.append(Span(m.start(1), self._town_end(text, low, m.end(2)), "LOCATION", name, "town_after_cue"))
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
                     spans.append(Span(m.start(1), self._town_end(text, low, m.end(1)), "LOCATION", name, "town_after_cue"))
+        if not self._rules.compass_points.keys().isdisjoint(map(_first, found)):
+            for m in self._cue.finditer(low):
+                if m[1] in self._rules.compass_points:
+                    self._town_after_point(text, low, caps, m, spans)
         if not caps and not (self._moving_towns.isdisjoint(map(_first, found)) and self._moving_towns.isdisjoint(map(" ".join, found))):
             for m in self._cue.finditer(low):
                 self._town_after_moving(text, low, m, spans)
@@ -565,6 +572,24 @@ class PlaceDetector:
             end = word.end(1)
         if unknown:
             spans.append(Span(at, end, "LOCATION", self.name, "residence"))
+
+    def _town_after_point(self, text: str, low: str, caps: bool, cue: re.Match[str], spans: list[Span]) -> None:
+        """A town of one or two words after a cue and a point of the compass abbreviated ("in N.
+        Andover", "from So. Boston"), with the point spelt out or not, written in a case it may be."""
+        after = POINT_GAP.match(low, cue.end(1))
+        if after is None:
+            return
+        words = TOWN_RUN.match(low, after.end())[0].split()[:2]
+        point = self._rules.compass_points[cue[1]]
+        for n in range(len(words), 0, -1):
+            name = " ".join(words[:n])
+            for key in (f"{point} {name}", name):
+                capitalised = self._towns.get(key)
+                if capitalised is None or capitalised and (caps or not text[after.end()].isupper()):
+                    continue
+                end = after.end() + len(name)
+                spans.append(Span(cue.start(1), self._town_end(text, low, end), "LOCATION", self.name, "town_after_cue"))
+                return
 
     def _town_after_cue(self, text: str, low: str, caps: bool, start: int, spans: list[Span]) -> None:
         """The longest town name of up to four words from `start`, written in a case it may be."""
