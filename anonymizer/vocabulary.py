@@ -12,10 +12,12 @@ brands write capitalised (:func:`drug_word`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
 import regex
+from rapidfuzz.distance import OSA
 
 from anonymizer.resources import data_dir, read_word_list
 
@@ -26,6 +28,7 @@ DRUGS = CLASSIFIER_DATA / "drugs.txt"
 FIRST_NAMES = CLASSIFIER_DATA / "first_names.txt"
 MEDICAL = CLASSIFIER_DATA / "medical.txt"  # the ICU's everyday words and abbreviations ("micu", "abg")
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
+SWAPPED_LENGTH = 5  # a word this long with two adjacent letters swapped is still that word (SwappedWords)
 _TOKEN = regex.compile(r"[^\W_]+")
 
 
@@ -108,6 +111,25 @@ def inflected_word(word: str) -> bool:
         if word.endswith(suffix) and len(stem) >= MIN_STEM and (plain_word(stem, rank=None) or clinical_word(stem)):
             return True
     return False
+
+
+class SwappedWords:
+    """Words written with two adjacent letters swapped, as a typist does ("reveiw", "infromed"):
+    found by their letters, so a word is checked against only the words it could be."""
+
+    def __init__(self, words: Iterable[str], min_length: int = SWAPPED_LENGTH) -> None:
+        self.min_length = min_length
+        self._by_letters: dict[str, list[str]] = {}
+        for word in words:
+            if len(word) >= min_length:
+                self._by_letters.setdefault("".join(sorted(word)), []).append(word)
+
+    def __contains__(self, word: object) -> bool:
+        """Whether a lower-cased word that no name list holds is one of the words with a pair swapped."""
+        if not isinstance(word, str) or len(word) < self.min_length:
+            return False
+        candidates = self._by_letters.get("".join(sorted(word)))
+        return bool(candidates) and word not in name_words() and any(OSA.distance(word, c) == 1 for c in candidates)
 
 
 def never_a_name(word: str) -> bool:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from anonymizer.vocabulary import calendar_words, clinical_word, drug_word, english_rank, inflected_word, name_words, plain_word
+from anonymizer.vocabulary import (
+    SwappedWords,
+    calendar_words,
+    clinical_word,
+    drug_word,
+    english_rank,
+    inflected_word,
+    name_words,
+    plain_word,
+)
 
 
 @pytest.mark.parametrize("word", ["visited", "aunt", "supportive", "grandson"])
@@ -66,3 +75,17 @@ def test_names_and_short_stems_are_no_participles(word: str) -> None:
 def test_calendar_words_hold_months_weekdays_and_their_abbreviations() -> None:
     assert {"december", "dec", "thurs", "sun"} <= calendar_words()
     assert "tan" not in calendar_words()
+
+
+def test_swapped_words_are_words_with_two_adjacent_letters_swapped() -> None:
+    swapped = SwappedWords(["review", "informed", "aware", "their"])
+    assert "reveiw" in swapped and "infromed" in swapped and "awaer" in swapped
+    assert "review" not in swapped  # the word itself is no typo
+    assert "rewiev" not in swapped  # letters swapped that are not adjacent
+    assert "reviw" not in swapped and "aware2" not in swapped  # a letter missing or added
+    assert "wera" not in SwappedWords(["wear"])  # shorter than SwappedWords' minimum
+
+
+def test_swapped_words_spare_the_names_of_any_list() -> None:
+    assert "aaron" in name_words()
+    assert "aaron" not in SwappedWords(["aaorn"])

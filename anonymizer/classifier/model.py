@@ -480,7 +480,8 @@ def vetoed(
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
     credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
     "2MG", "d/t", "O&G": not_a_name), an ordinary English or clinical word that no name list holds
-    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; in lower case in a
+    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; "dr reveiw", a stop
+    word with two letters swapped not written Capitalised: postprocess.swapped_stop_words; in lower case in a
     note that Capitalises names, such a word of any frequency: "Tan prefers"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
@@ -491,7 +492,12 @@ def vetoed(
         postprocess.a_title(tokens, i, category)
         or (
             category in postprocess.NAME_CATEGORIES
-            and (never_a_name(tokens.lowers[i]) or postprocess.kinship(tokens, i) or not_a_name(text, tokens, i, runs))
+            and (
+                never_a_name(tokens.lowers[i])
+                or (not tokens.words[i].istitle() and tokens.lowers[i] in postprocess.swapped_stop_words())
+                or postprocess.kinship(tokens, i)
+                or not_a_name(text, tokens, i, runs)
+            )
         )
         or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))

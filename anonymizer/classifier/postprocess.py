@@ -30,7 +30,7 @@ from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
-from anonymizer.vocabulary import drug_word, name_words
+from anonymizer.vocabulary import SwappedWords, drug_word, name_words
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -101,6 +101,13 @@ def credentials() -> frozenset[str]:
     """The professional credentials of rules/honorifics.toml, after a signature's name ("Jean Tan,
     RN", "R.N.", "RRT"): never a name."""
     return frozenset(_honorific_rules()["credentials"])
+
+
+@lru_cache(maxsize=1)
+def swapped_stop_words() -> SwappedWords:
+    """The stop words of rules/honorifics.toml with two letters swapped ("dr reveiw"): never a name
+    unless Capitalised ("Dr Thier")."""
+    return SwappedWords(w.casefold() for w in _honorific_rules()["stop_words"])
 
 
 @lru_cache(maxsize=1)

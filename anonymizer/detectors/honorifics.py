@@ -36,6 +36,7 @@ from anonymizer.vocabulary import (
     ENGLISH,
     FIRST_NAMES,
     MEDICAL,
+    SwappedWords,
     calendar_words,
     clinical_word,
     drug_word,
@@ -133,6 +134,7 @@ class HonorificDetector:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
         self._stop = frozenset(w.casefold() for w in stop_words)
+        self._swapped_stop = SwappedWords(self._stop)  # "dr reveiw": a typist's swapped pair
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
         # The ward's abbreviations that no name list holds ("MICU", "CCU"), never a name after a role or a verb
         ward_words = frozenset(w.casefold() for w in medical)
@@ -514,6 +516,8 @@ class HonorificDetector:
             after_initial = False
             if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
                 break  # "DR. QUIMBY AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
+            if not token.word.istitle() and key in self._swapped_stop:
+                break  # "wait for dr reveiw", "dr quiley awaer"; "Dr Thier" is a name
             if has_word and key in self._credential_words and token.word.isupper():
                 break  # "Oswin Brackenholt RRT": a credential in capitals follows the name
             if has_word and token.numbered and key in calendar_words():
