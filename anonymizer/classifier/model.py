@@ -39,6 +39,7 @@ from anonymizer.classifier import postprocess
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
+from anonymizer.detectors import names_a_colour
 from anonymizer.detectors.honorifics import CONTRACTION
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
@@ -480,9 +481,10 @@ def vetoed(
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
     credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
     "2MG", "d/t", "O&G": not_a_name), an ordinary English or clinical word that no name list holds
-    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; "dr reveiw", a stop
-    word with two letters swapped not written Capitalised: postprocess.swapped_stop_words; in lower case in a
-    note that Capitalises names, such a word of any frequency: "Tan prefers"), a kinship word
+    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; in lower case in a
+    note that Capitalises names, such a word of any frequency: "Tan prefers"), a stop word with two
+    letters swapped, not Capitalised ("dr reveiw": postprocess.swapped_stop_words), a colour's name
+    ("tan-coloured"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
     anonymizer.classifier.eponyms; "pt's"), a ward, a bed or a count taken for a place ("Ward 7A",
@@ -495,6 +497,7 @@ def vetoed(
             and (
                 never_a_name(tokens.lowers[i])
                 or (not tokens.words[i].istitle() and tokens.lowers[i] in postprocess.swapped_stop_words())
+                or names_a_colour(text, tokens.ends[i])
                 or postprocess.kinship(tokens, i)
                 or not_a_name(text, tokens, i, runs)
             )

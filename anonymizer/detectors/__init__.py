@@ -8,6 +8,7 @@ record it caches with :class:`anonymizer.record.per_record`.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Protocol
 
 from anonymizer.record import PatientRecord
@@ -18,6 +19,15 @@ class Detector(Protocol):
     name: str
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]: ...
+
+
+COLOURED = re.compile(r"[- ]?colou?r(?:ed)?\b", re.IGNORECASE)  # after a colour's name: "tan-coloured", "Rose colour"
+
+
+def names_a_colour(text: str, end: int) -> bool:
+    """Whether the word ending at `end` names a colour ("tan-coloured sputum", "rose coloured"):
+    a surname or a given name that is also a colour is then no name."""
+    return COLOURED.match(text, end) is not None
 
 
 def lowered(text: str) -> str:

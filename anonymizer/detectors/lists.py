@@ -35,6 +35,7 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from anonymizer.detectors import names_a_colour
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.settings import DetectorsConfig, read_text_file
@@ -306,6 +307,8 @@ class StaffDirectory:
                     names.append((at, end, "staff"))
             elif text.startswith(("'s", "’s"), end):
                 continue  # "Parkinson's": an eponym; the name only beside a title or a role
+            elif names_a_colour(lower, end):
+                continue  # "tan-coloured sputum"
             elif kind != "ambiguous":
                 if kind != "cased" or not text[start].islower() or text.islower():
                     names.append((start, end, "doctor" if key in self._entries else "staff"))

@@ -43,6 +43,7 @@ import regex
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from anonymizer.detectors import names_a_colour
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
@@ -287,6 +288,8 @@ class RecordNames:
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
+        if "colo" in text or "COLO" in text:  # "tan-coloured sputum" for a patient named Tan
+            flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)
