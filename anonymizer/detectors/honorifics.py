@@ -162,6 +162,10 @@ class HonorificDetector:
         self._states = state_codes(places) if places is not None else frozenset()
         signature = rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+)?(?:(?P<initial>[^\W\d_])\.{SPACE}*)?(?P<name>{NAME_WORD})"
         self._name_before_credential = regex.compile(rf"{signature}(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z")
+        # The surname first, then a comma and the initials: "Quellmore, J RN", "QUELLMORE, J.A., RN".
+        self._surname_before_credential = regex.compile(
+            rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}*,{SPACE}*(?P<initials>(?:[^\W\d_]\.?{SPACE}?){{1,2}}(?<!{SPACE}))(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z"
+        )
         # A signature's name before a slash and a role ("Imelda Quimby / Registrar / Gen Surg",
         # "Quimby/reg"): the slash and the role are found first (a pattern that starts with a literal).
         roles = alternation(r.casefold() for r in slash_roles)
@@ -374,8 +378,17 @@ class HonorificDetector:
                 if not (single_case or text[at : at + len(credential)].isupper()):
                     continue  # in capitals ("RN", "R.N."), not "Md Ali" (Mohamed) nor "rn" in a note that Capitalises
                 state = credential in self._states
-                spans += self._signature(text, self._name_before_credential, at, single_case, "before_credential", state)
+                found = self._signature(text, self._name_before_credential, at, single_case, "before_credential", state)
+                spans += found or self._surname_signature(text, at, single_case)
         return spans
+
+    def _surname_signature(self, text: str, at: int, single_case: bool) -> list[Span]:
+        """A name-like surname, a comma and its initials before a credential at `at` ("Quellmore, J
+        RN"): the initials in capitals unless the note is of one case ("Pain, a RN" stays)."""
+        match = self._surname_before_credential.search(text, max(0, at - VERB_WINDOW), at)
+        if match is None or not self._name_like(match["name"], single_case) or not (single_case or match["initials"].isupper()):
+            return []
+        return [Span(match.start("name"), match.end("initials"), "DOCTOR", self.name, "before_credential")]
 
     def _signature(
         self, text: str, pattern: regex.Pattern[str], at: int, single_case: bool, rule: str, state: bool = False
