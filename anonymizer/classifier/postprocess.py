@@ -297,7 +297,8 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
 
 def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
     """Whether token j may continue a name already begun: letters, not common English, not a
-    clinical word, a title, a cue or a verb form ("hui lay", "jun-min"; not "at", "checks", "hp")."""
+    clinical word, a title, a cue or a verb form ("hui lay", "jun-min"; not "at", "checks", "hp"),
+    nor a ward's abbreviation unless Capitalised and listed as a name ("Neo")."""
     word, lower = tokens.words[j], tokens.lowers[j]
     return (
         len(word) > 1
@@ -305,7 +306,7 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
         and lower not in NAME_END
         and lower not in CUES
         and not _common_as_written(word, lower, d)
-        and lower not in d.words["med"]
+        and (lower not in d.words["med"] or (word.istitle() and lower in name_words()))  # "S L Neo", not "on neo"
         and lower not in titles()
         and not VERB_FORM.search(lower)
     )
@@ -384,7 +385,8 @@ def short_nicknames() -> frozenset[str]:
 
 def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False, strict: bool = False) -> bool:
     """Whether token j reads as a relative's name.  Capitalised ("Mary", "Ed"): a two-letter
-    diminutive (short_nicknames), or in mixed case a word that is not common English or clinical.
+    diminutive (short_nicknames), a listed name that is also a ward's abbreviation ("Neo"), or in
+    mixed case a word that is not common English or clinical.
     In capitals or lower case, which say nothing: a first name that is not a function word
     ("jenna", "DON"), a surname that is not common English, or a word rare in English ("margo")
     that is neither as short as an abbreviation (three letters: "poa", "PCP") nor has a verb's
@@ -394,8 +396,10 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     word, lower = tokens.words[j], tokens.lowers[j]
     if word.istitle() and lower in short_nicknames():
         return True  # "Ed", where "ED" and "ed" are the department
-    if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles() or lower in d.words["med"]:
+    if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles():
         return False
+    if lower in d.words["med"]:  # the ward's abbreviations are written in capitals or lower case ("NG tube", "on neo")
+        return word.istitle() and lower in name_words()  # "wife Neo", "son Ng"
     if word[0].isupper() and not word.isupper():
         return not _common_as_written(word, lower, d)
     rank = d.english_rank.get(lower, RARE_RANK)
