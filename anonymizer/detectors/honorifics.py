@@ -171,6 +171,11 @@ class HonorificDetector:
         roles = alternation(r.casefold() for r in slash_roles)
         self._slash_role = regex.compile(rf"/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
         self._name_before_slash = regex.compile(rf"{signature}{SPACE}*\Z")
+        # The same roles in brackets after a surname and its initials: "HARRIS M (SR)", "Quimby J.A. (MO)".
+        self._bracketed_role = regex.compile(rf"\({SPACE}*(?:{roles}){SPACE}*\)") if roles else None
+        self._name_and_initials = regex.compile(
+            rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}+(?P<initials>(?:[^\W\d_]\.?{SPACE}?){{1,3}}(?<!{SPACE})){SPACE}*\Z"
+        )
         # An institution's name ends with its suffix, or with a town of up to two words after it
         # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
         suffixes = alternation(" ".join(s.casefold().split()) for s in institution_suffixes)
@@ -296,6 +301,9 @@ class HonorificDetector:
         if self._slash_role is not None and "/" in text:
             for m in self._slash_role.finditer(low):
                 spans += self._signature(text, self._name_before_slash, m.start(), single_case, "before_role")
+        if self._bracketed_role is not None and "(" in text:
+            for m in self._bracketed_role.finditer(low):
+                spans += self._initialled_signature(text, m.start(), single_case)
         if self._institution_end is not None:
             spans += self._signing_lines(text, low)
         for cue, capitalised, category in self._care_cues:
@@ -405,6 +413,21 @@ class HonorificDetector:
         else:
             start = match.start("initial") if match["initial"] is not None else match.start("name")
         return [Span(start, match.end("name"), "DOCTOR", self.name, rule)]
+
+    def _initialled_signature(self, text: str, at: int, single_case: bool) -> list[Span]:
+        """A surname and its initials before a role in brackets at `at` ("HARRIS M (SR)", "Quimby
+        J.A. (MO)"): the initials in capitals unless the note is of one case, the surname a listed
+        name or a word in no dictionary ("Pain B (MO)" stays)."""
+        match = self._name_and_initials.search(text, max(0, at - VERB_WINDOW), at)
+        if match is None or not (single_case or match["initials"].isupper()):
+            return []
+        word = match["name"]
+        key = word.casefold()
+        if not (single_case or word[:1].isupper()) or key in self._stop or key in self._honorifics:
+            return []
+        if not (self._unknown_word(key) or (key in name_words() and key not in self._common)):
+            return []
+        return [Span(match.start("name"), match.end("initials"), "DOCTOR", self.name, "before_role")]
 
     def _a_town(self, match: regex.Match[str]) -> bool:
         """Whether the words before a state's code name a town: the last, or the last two."""
