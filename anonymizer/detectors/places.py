@@ -421,16 +421,18 @@ class PlaceDetector:
         return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
-        """A town of `_moving_towns`, each word Capitalised, after a verb of moving or a stay's
-        phrase and its cue, with the Capitalised words after it ("was in Cape May", "flies to
-        Hope", "back from Mason Vicentino": a smaller place of that name; not "was in hope").  Not
+        """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue, each
+        word Capitalised if it has one word, in any case if two, with the Capitalised words after
+        it ("was in Cape May", "was in cape may", "flies to Hope", "back from Mason Vicentino": a
+        smaller place of that name; not "was in hope").  Not
         where a suffix or a street type is among its words or right after them: "seen at Harbor
         Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
         for name, end in names:
-            if name in self._moving_towns and all(titlecase(w) for w in text[cue.start(1) : end].split()) and self._after_moving(low, cue):
+            written = text[cue.start(1) : end]
+            if name in self._moving_towns and (" " in name or all(titlecase(w) for w in written.split())) and self._after_moving(low, cue):
                 end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
                 if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
                     spans.append(Span(cue.start(1), end, "LOCATION", self.name, "town_after_moving"))
