@@ -288,7 +288,7 @@ class RecordNames:
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
-        if "colo" in text or "COLO" in text:  # "tan-coloured sputum" for a patient named Tan
+        if "olo" in text or "OLO" in text:  # "tan-coloured sputum", "Tan-Coloured" for a patient named Tan
             flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)

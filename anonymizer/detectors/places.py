@@ -421,12 +421,12 @@ class PlaceDetector:
         return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
-        """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue, each
-        word Capitalised if it has one word, in any case if two, with the Capitalised words after
-        it ("was in Cape May", "was in cape may", "flies to Hope", "back from Mason Vicentino": a
-        smaller place of that name; not "was in hope").  Not
-        where a suffix or a street type is among its words or right after them: "seen at Harbor
-        Hospital" is an institution's name (_anchored)."""
+        """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue,
+        Capitalised if it has one word, in any case if two, with the Capitalised words after it
+        ("was in Cape May", "was in cape may", "flies to Hope", "back from Mason Vicentino": a
+        smaller place of that name; not "was in hope").  Not where a suffix or a street type is
+        among its words or right after them: "seen at Harbor Hospital" is an institution's name
+        (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
