@@ -59,6 +59,7 @@ HOLIDAYS = frozenset({
 })
 UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
 COUNT = regex.compile(r"x\d{1,2}")  # "called x2", "X3 attempts": how many times, never a place
+ARTICLES = frozenset({"a", "an"})  # "lives in a house": never a place's word
 # A section's letter opening a line, then its punctuation: "S:", "O-", "A.", "P)", "D:", "R:".
 SECTION_LETTERS = "SOAPIEDR"
 SECTION_LETTER = regex.compile(rf"(?m)^[ \t]*([{SECTION_LETTERS}])[ \t]*[:.)-]")
@@ -487,8 +488,8 @@ def vetoed(
     ("tan-coloured"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
-    anonymizer.classifier.eponyms; "pt's"), a ward, a bed or a count taken for a place ("Ward 7A",
-    "called x2"), what cannot be a date or a phone (not_a_number), or a number the rules' context
+    anonymizer.classifier.eponyms; "pt's"), a ward, a bed, a count or an article taken for a place
+    ("Ward 7A", "called x2", "in a house"), what cannot be a date or a phone (not_a_number), or a number the rules' context
     exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)
@@ -504,7 +505,10 @@ def vetoed(
         )
         or (category in ("DATE", "PHONE") and not_a_number(text, tokens, i, category, runs))
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
-        or (category in postprocess.PLACE_CATEGORIES and (a_unit(tokens, i) or COUNT.fullmatch(tokens.lowers[i]) is not None))
+        or (
+            category in postprocess.PLACE_CATEGORIES
+            and (a_unit(tokens, i) or COUNT.fullmatch(tokens.lowers[i]) is not None or tokens.lowers[i] in ARTICLES)
+        )
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
 
