@@ -62,6 +62,8 @@ NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
 # Particles inside a surname, up to two in a row ("van der Berg", "de la Cruz", "von Holt").
 PARTICLES = frozenset({"van", "von", "der", "den", "de", "da", "di", "del", "della", "la", "le", "du", "dos", "das"})
 SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
+# A familiar prefix before a Chinese given name ("son ah zhi", "FDW AH HWEE"): a name with the word after it.
+NAME_PREFIXES = frozenset({"ah"})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
@@ -283,6 +285,9 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
             continue
         elif _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
             added[j] = category
+        elif lowers[j] in NAME_PREFIXES and j + 1 < n and tokens.gaps[j + 1] == " " and _surname_like(tokens, j + 1, d):
+            added[j] = added[j + 1] = category  # "son ah zhi"
+            j += 1
         elif _surname_like(tokens, j, d) and j + 1 < n and tokens.gaps[j + 1] in (" ", "-") and _surname_like(tokens, j + 1, d):
             added[j] = category  # "husband kok-hui", "fdw lau soon-kow": two words no dictionary calls common
         else:
