@@ -60,6 +60,10 @@ WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
 # A word of a town's name, on the lower-cased note: letters of any script ("gießen", "são paulo").
 TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
+# When, right after a place someone was in or came from: "on 8-6-20", "3/7 ago", "last wk", "in 2019".
+WHEN_AFTER = re.compile(
+    r"[ \t]+(?:on[ \t]+\d|in[ \t]+(?:19|20)\d\d\b|\d{1,2}/\d{1,2}[ \t]+ago\b|(?:next|last)[ \t]+(?:wk|week|month|mth|yr|year)\b)"
+)
 POINT_GAP = re.compile(r"\.?[ \t]+(?=[^\W\d_])")  # between an abbreviated point of the compass and a town: "N. Andover"
 TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
@@ -261,6 +265,8 @@ class PlaceDetector:
         # Towns of one or two words that count only Capitalised after a verb of moving or a stay:
         # smaller ones and abstract nouns ("was in Cape May", "flies to Hope"), not the everyday
         # words ("in time", "to come") nor those a cue alone takes.
+        # the towns of an everyday word that a cue takes only Capitalised ("from Reading", "in Mobile")
+        self._cased_towns = frozenset(town for town, capitalised in self._towns.items() if capitalised)
         self._moving_towns = frozenset(
             town
             for town, people in rules.places.items()
@@ -354,7 +360,9 @@ class PlaceDetector:
             for m in self._cue.finditer(low):
                 if m[1] in self._rules.compass_points:
                     self._town_after_point(text, low, caps, m, spans)
-        if not caps and not (self._moving_towns.isdisjoint(map(_first, found)) and self._moving_towns.isdisjoint(map(" ".join, found))):
+        firsts = set(map(_first, found))
+        moving = not (firsts.isdisjoint(self._moving_towns) and firsts.isdisjoint(self._cased_towns))
+        if not caps and (moving or not self._moving_towns.isdisjoint(map(" ".join, found))):
             for m in self._cue.finditer(low):
                 self._town_after_moving(text, low, m, spans)
         if any(self._unknown(one) for one, _ in found):
@@ -421,18 +429,24 @@ class PlaceDetector:
         return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
-        """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue,
-        Capitalised if it has one word, in any case if two, with the Capitalised words after it
-        ("was in Cape May", "was in cape may", "flies to Hope", "back from Mason Vicentino": a
-        smaller place of that name; not "was in hope").  Not where a suffix or a street type is
-        among its words or right after them: "seen at Harbor Hospital" is an institution's name
-        (_anchored)."""
+        """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue:
+        Capitalised if it has one word, in any case if two, in lower case before when ("was in Cape
+        May", "was in cape may", "flies to Hope", "was in hope on 8-6-20", "back from Mason
+        Vicentino": a smaller place of that name; not "was in hope"); and a town of an everyday
+        word that the cue takes Capitalised, in lower case before when ("back from reading 3/7
+        ago").  Not where a suffix or a street type is among its words or right after them: "seen
+        at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
         for name, end in names:
             written = text[cue.start(1) : end]
-            if name in self._moving_towns and (" " in name or all(titlecase(w) for w in written.split())) and self._after_moving(low, cue):
+            before_when = written.islower() and WHEN_AFTER.match(low, end) is not None
+            if name in self._moving_towns:
+                cased = " " in name or titlecase(written) or before_when
+            else:  # a large town of an everyday word, which the cue takes Capitalised: in lower case before when
+                cased = name in self._cased_towns and before_when
+            if cased and self._after_moving(low, cue):
                 end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
                 if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
                     spans.append(Span(cue.start(1), end, "LOCATION", self.name, "town_after_moving"))
