@@ -136,7 +136,7 @@ BLOB = base64.b64encode(random.Random(0).randbytes(3_000)).decode()
 RUNS = st.sampled_from([
     "é", "°", "1/", "12/12/2012 ", "12/03/", "9123 4567 ", "José ", "O'Brien", "S1234567D", "a", "1", " ", "\n", "Dr Quiley ",
     "3/12 ago ", "BP 120/70 ", "\u202e", "陈大文", "+", "-", ".", "Mar ", "(ab) ", "x/reg ", "\naddress: ", " in dr ", "d/w ",
-    ", Hospital\n", BLOB,
+    ", Hospital\n", " K (MO) ", "was in N. ", "Dear ", "call x1234 ", BLOB,
 ])
 
 

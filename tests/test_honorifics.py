@@ -138,6 +138,7 @@ def test_the_cost_grows_linearly_with_the_note(honorifics, case):
         "Dr K H Quellmore aware. d/w z y brackenholt, agreeable. to see Oswina at Harwick Polyclinic in 1/12. "
         "Admitted under Imelda Quimby\nPhilippa Quellmore, RN. Lee/reg/ENT. met with martin quellmore. Haverford aware.\n"
         "oswina, Wexcombe General Hospital\n"
+        "Dear imelda,\nseen by HARRIS M (SR). Quellmore, J RN. wait for dr reveiw. Rabbi Lindqvist visited.\n"
     )
     if case == "lower case":
         unit = unit.lower()

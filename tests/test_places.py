@@ -85,6 +85,7 @@ def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector, case: st
         "Lives in rockport, OH. Seen at Harbor Hospital, 12 Main Street #05-67 Singapore 461123. Dr Ng (Clementi) "
         "was in Brenzolo on 3/2, stayed at Clementi Dr 3, f/u at prince of wales hospital. " + "(ab) " * 10
         + "lives with son in holland dr, home in boon lay mrt 4/7.\naddress: kent ridge\n"
+        + "lives in N. Andover. was in cape may. was in mobile on 8-6-20. back from reading 3/7 ago.\n"
     )
     if case == "lower case":  # a note of one case is read otherwise: a check of the whole note must be made once
         unit = unit.lower()
