@@ -54,6 +54,11 @@ from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, never_a_name
 WORD = regex.compile(r"[^\W\d_]+")
 ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
+# A word English uses every day ("rose", "hope", "may", "will") written in lower case before one of
+# these, in a note that Capitalises, is the verb or the noun, not the record's name: "BP rose to
+# 160", "hope for d/c", "may need OT", "will be reviewed".
+EVERYDAY_RANK = 5000
+EVERYDAY_USE = regex.compile(r"[ \t]+(?:to|for|from|that|be|need|have|not|on|up|of)\b")
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
 MIN_GIVEN = 5  # a given name this long has short forms: "Desmond" is "Des", "Olivia" "Liv"
@@ -189,6 +194,12 @@ class NameTokens:
         return tuple(tokens)
 
 
+@lru_cache(maxsize=1)
+def everyday_words() -> frozenset[str]:
+    """The EVERYDAY_RANK most frequent English words (EVERYDAY_USE)."""
+    return frozenset(read_word_list(CLASSIFIER_DATA / "english.txt")[:EVERYDAY_RANK])
+
+
 def _written_forms(connectors: Iterable[str]) -> set[str]:
     """The other ways notes write a connector with a slash or a period: "s/o" as "so", "s.o", "s o"."""
     forms = set()
@@ -288,6 +299,12 @@ class RecordNames:
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
+        everyday = hits.intersection(everyday_words()) if not text.isupper() and not text.islower() else None
+        if everyday:  # "BP rose to 160" for a patient named Rose
+            flagged = [
+                hit and not (w in everyday and text[start:end].islower() and EVERYDAY_USE.match(text, end))
+                for (start, end, w), hit in zip(matches, flagged)
+            ]
         if "olo" in text or "OLO" in text:  # "tan-coloured sputum", "Tan-Coloured" for a patient named Tan
             flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
