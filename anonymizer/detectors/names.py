@@ -48,7 +48,7 @@ from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, never_a_name
+from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, english_rank, never_a_name
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
@@ -194,12 +194,6 @@ class NameTokens:
         return tuple(tokens)
 
 
-@lru_cache(maxsize=1)
-def everyday_words() -> frozenset[str]:
-    """The EVERYDAY_RANK most frequent English words (EVERYDAY_USE)."""
-    return frozenset(read_word_list(CLASSIFIER_DATA / "english.txt")[:EVERYDAY_RANK])
-
-
 def _written_forms(connectors: Iterable[str]) -> set[str]:
     """The other ways notes write a connector with a slash or a period: "s/o" as "so", "s.o", "s o"."""
     forms = set()
@@ -299,7 +293,8 @@ class RecordNames:
         ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
-        everyday = hits.intersection(everyday_words()) if not text.isupper() and not text.islower() else None
+        rank = english_rank()
+        everyday = {w for w in hits if rank.get(w, EVERYDAY_RANK) < EVERYDAY_RANK} if not text.isupper() and not text.islower() else None
         if everyday:  # "BP rose to 160" for a patient named Rose
             flagged = [
                 hit and not (w in everyday and text[start:end].islower() and EVERYDAY_USE.match(text, end))
