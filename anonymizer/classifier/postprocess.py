@@ -311,10 +311,16 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
         and lower not in NAME_END
         and lower not in CUES
         and not _common_as_written(word, lower, d)
-        and (lower not in d.words["med"] or (word.istitle() and lower in name_words()))  # "S L Neo", not "on neo"
+        and (lower not in d.words["med"] or _ward_word_as_name(word, lower))  # "S L Neo", not "on neo"
         and lower not in titles()
         and not VERB_FORM.search(lower)
     )
+
+
+def _ward_word_as_name(word: str, lower: str) -> bool:
+    """Whether a ward's abbreviation is written as a name: Capitalised and listed ("Neo"), for the
+    ward writes its abbreviations in capitals or lower case ("NG tube", "on neo")."""
+    return word.istitle() and lower in name_words()
 
 
 def _syllable(tokens: Tokens, k: int) -> bool:
@@ -403,8 +409,8 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
         return True  # "Ed", where "ED" and "ed" are the department
     if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles():
         return False
-    if lower in d.words["med"]:  # the ward's abbreviations are written in capitals or lower case ("NG tube", "on neo")
-        return word.istitle() and lower in name_words()  # "wife Neo", "son Ng"
+    if lower in d.words["med"]:
+        return _ward_word_as_name(word, lower)  # "wife Neo", "son Ng"
     if word[0].isupper() and not word.isupper():
         return not _common_as_written(word, lower, d)
     rank = d.english_rank.get(lower, RARE_RANK)

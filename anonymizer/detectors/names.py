@@ -54,10 +54,10 @@ from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, english_rank,
 WORD = regex.compile(r"[^\W\d_]+")
 ASCII_WORD = re.compile(r"[a-z]+")  # WORD in a lower-cased ASCII note: the standard library is faster
 SHORT = 2  # tokens of this many letters or fewer match exactly, never approximately
-# A word English uses every day ("rose", "hope", "may", "will") written in lower case before one of
-# these, in a note that Capitalises, is the verb or the noun, not the record's name: "BP rose to
-# 160", "hope for d/c", "may need OT", "will be reviewed".
-EVERYDAY_RANK = 5000
+EVERYDAY_RANK = 5000  # the English words used every day: the most frequent of english.txt
+# An everyday word ("rose", "hope", "may", "will") written in lower case before one of these, in a
+# note that Capitalises, is the verb or the noun, not the record's name: "BP rose to 160", "hope
+# for d/c", "may need OT", "will be reviewed".
 EVERYDAY_USE = regex.compile(r"[ \t]+(?:to|for|from|that|be|need|have|not|on|up|of)\b")
 WORD_RANK = 10000  # an English word among this many most frequent ones that is no given name ("bell") is a word
 SENTENCE_END = frozenset(".!?:;\n")  # a capital after one of these says nothing about a name
