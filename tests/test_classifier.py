@@ -360,10 +360,12 @@ def test_a_drug_or_a_kinship_word_is_never_taken_for_a_name():
     assert not vetoed(text, tokens, tokens.words.index("Allegra"), "DOCTOR", None)  # a brand that is a given name too
 
 
-def test_a_count_is_never_taken_for_a_place():
-    text = "Wife called x2. Lives in Towson; moved to Q7"
+def test_a_count_or_a_time_is_never_taken_for_a_place():
+    text = "Wife called x2. Lives in Towson; moved to Q7 at 0030h, back 2145hrs; lives at 1430 Elm St"
     tokens = Tokens.of(text)
-    assert vetoed(text, tokens, tokens.words.index("x2"), "LOCATION", None)
+    for word in ("x2", "0030h", "2145hrs"):
+        assert vetoed(text, tokens, tokens.words.index(word), "LOCATION", None)
+    assert not vetoed(text, tokens, tokens.words.index("1430"), "LOCATION", None)  # a house number
     assert not vetoed(text, tokens, tokens.words.index("Towson"), "LOCATION", None)
     assert not vetoed(text, tokens, tokens.words.index("Q7"), "LOCATION", None)  # a ward may be named so
 
@@ -392,6 +394,7 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
         ("contact with sick wife kim-min at home", {"kim": "RELATIVE"}, {"min"}),
         ("son-in-law david at bedside", {}, {"david"}),
         ("Oswin Quellmore (son)", {}, {"Oswin", "Quellmore"}),  # the kinship word ends the note
+        ("spoke to daughter quek xin hwee at home", {"xin": "RELATIVE"}, {"quek", "xin", "hwee"}),  # past a word found
     ],
 )
 def test_a_relatives_name_goes_on_over_a_name_found_already(text, found, expected):
@@ -438,6 +441,16 @@ def test_a_name_is_not_extended_over_a_credential_or_an_everyday_word_in_capital
         flagged[tokens.words.index(word)] = "DOCTOR"
     added = {tokens.words[i] for i in postprocess.extend_names(text, tokens, flagged)}
     assert added == {"Paul", "ROBERTSON"}  # not "RRT", "GOOD", "SMALL"
+
+
+def test_a_connector_between_two_parts_of_a_name_goes_with_them():
+    text = "DR Quarah binte Mohd Yusof / Registrar; Quarah binte pending; son bin Yusof"
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    for k in (1, 3, 4, 6, 11):  # Quarah, Mohd, Yusof, the second Quarah, the second Yusof
+        flagged[k] = "DOCTOR"
+    added = postprocess.extend_names(text, tokens, flagged)
+    assert {tokens.words[k] for k in added} == {"binte"} and list(added) == [2]  # not before "pending", nor after "son"
 
 
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):

@@ -175,6 +175,7 @@ DATE_SAMPLES = {
     "date_iso_timestamp": ["2023-11-02T08:15:00Z"],
     "date_ordinal": ["the |11th", "the |3RD"],
     "month_alone": ["September", "june"],
+    "month_short_cued": ["since |Feb", "in |aug"],
     "year": ["1992", "'95", "1990s"],
     "year_after_event": ["MI |92", "CABG in |84"],
 }

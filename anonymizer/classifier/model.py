@@ -58,7 +58,8 @@ HOLIDAYS = frozenset({
     "vesak", "passover", "yom", "kippur", "lunar",
 })
 UNITS = frozenset({"ward", "bed", "room", "rm", "bay", "cubicle", "level", "floor", "unit"})  # before a number: a ward, not a place
-COUNT = regex.compile(r"x\d{1,2}")  # "called x2", "X3 attempts": how many times, never a place
+# "called x2", "X3 attempts": how many times; "at 0030h", "2145hrs": a time of day; never a place
+COUNT = regex.compile(r"x\d{1,2}|(?:[01]\d|2[0-3])[0-5]\dh(?:rs?)?")
 ARTICLES = frozenset({"a", "an"})  # "lives in a house": never a place's word
 # A section's letter opening a line, then its punctuation: "S:", "O-", "A.", "P)", "D:", "R:".
 SECTION_LETTERS = "SOAPIEDR"
@@ -488,8 +489,8 @@ def vetoed(
     ("tan-coloured"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
-    anonymizer.classifier.eponyms; "pt's"), a ward, a bed, a count or an article taken for a place
-    ("Ward 7A", "called x2", "in a house"), what cannot be a date or a phone (not_a_number), or a number the rules' context
+    anonymizer.classifier.eponyms; "pt's"), a ward, a bed, a count, a time or an article taken for a place
+    ("Ward 7A", "called x2", "at 0030h", "in a house"), what cannot be a date or a phone (not_a_number), or a number the rules' context
     exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)

@@ -5,7 +5,8 @@ flagged) and returns the tokens to add, as ``{index: category}``; none ever remo
 
 * :func:`extend_names` - a flagged name's adjacent initials ("E." before "Nessenson"),
   adjacent capitalised words that are not common English, and the parts joined to it by a hyphen
-  or an apostrophe ("Brown-O'Neill", "Sean O'Malley");
+  or an apostrophe ("Brown-O'Neill", "Sean O'Malley"), and a connector between two parts found
+  apart ("Farah binte Mohd Firdaus");
 * :func:`extend_places` - a flagged place or hospital across "of", "memorial", "rehab", "beach", ...;
 * :func:`relative_cues` - the name right after "son", "wife", "dtr", "hb", "HCP" ... (or before
   "(son)") when it reads as one (capitalised and not common English; in capitals or lower case a
@@ -191,6 +192,10 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         j = _after_and(text, tokens, i)
         if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
             added[j] = category  # "Both Imelda and Oswin are his proxies"
+    for k in [k for k in range(1, n - 1) if tokens.lowers[k] in NAME_CONNECTORS and flagged[k] is None and k not in added]:
+        before, after = added.get(k - 1, flagged[k - 1]), added.get(k + 1, flagged[k + 1])
+        if before in NAME_CATEGORIES and after == before and tokens.gaps[k] == tokens.gaps[k + 1] == " ":
+            added[k] = before  # "Farah binte Mohd Firdaus" found in two parts: the connector between them too
     return added
 
 
@@ -440,9 +445,13 @@ def _extend_relative(
     ("David and Theodore", "Smokey, Morris")."""
     k = j + 1
     n = len(tokens)
-    if k >= n or not _takes(flagged, k, added):
+    if k >= n:
         return None
     gap = tokens.gaps[k]
+    if flagged[k] in NAME_CATEGORIES and k not in added and gap in (" ", "-"):
+        return k  # a further word found already ("png xin hwee" with "xin" found): the name goes on past it
+    if not _takes(flagged, k, added):
+        return None
     if gap in (" ", "-") and _elided(tokens, k) and _takes(flagged, k + 1, added):
         added[k] = category
         return k + 1  # "Brown-O'Neill", "Sean O'Malley"

@@ -73,6 +73,8 @@ SIGNATURE_LINE = regex.compile(
     rf"{SPACE}*(?P<name>{NAME_WORD}\.?(?:{SPACE}+{NAME_PART}\.?){{0,3}}){SPACE}*,{SPACE}*(?P<institution>[^,\n]{{3,80}}?){SPACE}*\.?"
 )
 SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
+# A note's last line that is a name alone, perhaps after a dash: "Mary Quellmore", "--Marybeth".
+CLOSING_NAME = regex.compile(rf"{SPACE}*(?P<dash>-{{1,2}}|–)?{SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*")
 SIGNATURE_LENGTH = 160  # a longer line is no signing line
 # After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Imelda
 # d/o Quellmore") before "at" and a place, a comma, a semicolon or the line's end.
@@ -306,6 +308,7 @@ class HonorificDetector:
                 spans += self._initialled_signature(text, m.start(), single_case)
         if self._institution_end is not None:
             spans += self._signing_lines(text, low)
+        spans += self._closing_name(text)
         for cue, capitalised, category in self._care_cues:
             for at in whole_words(low, cue):
                 spans += self._cared_by(text, at + len(cue), capitalised, category)
@@ -359,6 +362,23 @@ class HonorificDetector:
                 break
             end = start - 1
         return spans
+
+    def _closing_name(self, text: str) -> list[Span]:
+        """The writer's name alone on a note's last line, category DOCTOR: a Capitalised listed
+        given name and a surname that may be one ("Mary Quellmore"), or the given name alone after
+        a dash ("--Marybeth"); not "Will Continue", "Pain Controlled", "--Plan"."""
+        end = len(text)
+        while end and text[end - 1].isspace():
+            end -= 1
+        start = text.rfind("\n", max(0, end - SIGNATURE_LENGTH), end) + 1
+        line = CLOSING_NAME.fullmatch(text, start, end) if 0 < end - start < SIGNATURE_LENGTH else None
+        if line is None or not titlecase(line["given"]) or line["given"].casefold() not in self._given:
+            return []
+        if line["name"] is None:
+            return [Span(line.start("given"), line.end("given"), "DOCTOR", self.name, "closing_name")] if line["dash"] else []
+        if not (titlecase(line["name"]) and self._name_like(line["name"], False)):
+            return []
+        return [Span(line.start("given"), line.end("name"), "DOCTOR", self.name, "closing_name")]
 
     def _names_before_verbs(self, text: str, low: str) -> list[Span]:
         """A Capitalised word in no dictionary before a verb of contact ("Haverford aware"), with a
@@ -539,7 +559,7 @@ class HonorificDetector:
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
         if first is None:
             return None
-        after_connector = after_initial = False
+        after_connector = after_initial = cased = False
         tokens = _Lookahead(chain((first,), rest))  # read one ahead where a word is everyday
         for i, token in enumerate(tokens):
             previous_connector, after_connector = after_connector, token.connector
@@ -562,10 +582,16 @@ class HonorificDetector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
                 taken = strong or self._looks_like_name(token, key, honorific, title)
+            elif _capitalised(token.word):
+                taken = True
+            elif cased and len(key) > 2:
+                taken = False  # "Dr Nakagawa recs vanco": a name begun Capitalised goes on Capitalised
             else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
-                taken = _capitalised(token.word) or self._inner_word(key) or self._syllable_before_name(key, tokens.peek())
+                taken = self._inner_word(key) or self._syllable_before_name(key, tokens.peek())
             if not taken:
                 break
+            if not has_word:
+                cased = token.word.istitle()
             end, has_word = token.end, True
             if token.dotted:
                 break  # a period after a whole word ends the sentence, and the name with it

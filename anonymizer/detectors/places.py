@@ -82,7 +82,7 @@ CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
 CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
 # A town alone in brackets, as a referral names a GP's practice: "Dr Ng (Clementi)", "(Kuala Lumpur)".
 BRACKETED = re.compile(r"\(([^\W\d_]{2,}(?:[ \t][^\W\d_]{2,})?)\)")
-NAME_AFTER = re.compile(r"[ \t]+[A-Z][a-z]")  # "St John's": a capitalised name after an abbreviation
+NAME_AFTER = re.compile(r"[ \t]+[A-Z](?:[a-z]|['’][A-Z])")  # "St John's", "Dr. O'Hara": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
 APARTMENT = re.compile(r"(?:apt|suite)\.?[ \t]{0,2}#?[ \t]{0,2}\d{1,5}[a-z]?(?![\w/.-])")  # "Apt 3B", "Suite #200"
@@ -140,6 +140,7 @@ class PlaceRules:
     ward: frozenset[str]  # the ward's abbreviations (medical.txt): "to Sicu" is no place
     cues: frozenset[str]
     residence_cues: frozenset[str]  # "lives in": a state's code or an unknown capitalised name follows
+    town_nouns: frozenset[str]  # "resident", "police": a listed town right before one, no cue needed
     codes_not_after_town: frozenset[str]  # state codes that are English words: not taken in lower case after a town
     not_places: frozenset[str]  # the abstract towns included
     abstract_towns: frozenset[str]  # "hope", "independence": a place only after a verb of moving or a stay
@@ -199,6 +200,7 @@ class PlaceRules:
             ward=_words(read_word_list(MEDICAL)),
             cues=_words(towns["cues"]),
             residence_cues=_words(towns["residence_cues"]),
+            town_nouns=_words(towns["town_nouns"]),
             codes_not_after_town=_words(towns["codes_not_after_town"]),
             not_places=_words(towns["not_places"]) | _words(towns["abstract_towns"]),
             abstract_towns=_words(towns["abstract_towns"]),
@@ -316,6 +318,7 @@ class PlaceDetector:
         # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
         self._residence = re.compile(rf"(?<![\w-]){alternation(rules.residence_cues)}[ \t]+")
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
+        self._town_noun = re.compile(rf"[ \t]{alternation(rules.town_nouns)}(?![\w-])")
         # The words after a cue that are no unknown place, in one set (every cue's word is looked up).
         names = name_words()
         clinical = frozenset(w for w in clinical_words() if len(w) > 1 and w.isalpha()) - names
@@ -362,20 +365,31 @@ class PlaceDetector:
                     self._town_after_point(text, low, caps, m, spans)
         firsts = set(map(_first, found))
         moving = not (firsts.isdisjoint(self._moving_towns) and firsts.isdisjoint(self._cased_towns))
-        if not caps and (moving or not self._moving_towns.isdisjoint(map(" ".join, found))):
+        if moving or not self._moving_towns.isdisjoint(map(" ".join, found)):
             for m in self._cue.finditer(low):
-                self._town_after_moving(text, low, m, spans)
+                self._town_after_moving(text, low, caps, m, spans)
+        if not caps and any(two in self._towns for _, two in found):
+            for m in self._cue.finditer(low):
+                self._qualified_town(text, low, m, spans)
         if any(self._unknown(one) for one, _ in found):
+            one_case = caps or text.islower()  # where case says nothing, a place needs CAPITALS_PLACE letters
             for m in self._cue.finditer(low):
-                if not (caps or titlecase(text[m.start(1) : m.end(1)])) or not self._unknown(m[1]):
+                capitalised = titlecase(text[m.start(1) : m.end(1)])
+                if not (one_case or capitalised) or not self._unknown(m[1]):
                     continue
-                if len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
+                if (caps or capitalised) and len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
-                elif (not caps or len(m[1]) >= CAPITALS_PLACE) and self._after_moving(low, m):
-                    end = m.end(1) if caps else self._capitalised_run(text, m.start(1))
+                elif (
+                    (not one_case or len(m[1]) >= CAPITALS_PLACE)
+                    and (caps or capitalised or WHEN_AFTER.match(low, m.end(1)) is not None)  # "was in wertingen on 3/2"
+                    and self._after_moving(low, m)
+                ):
+                    end = m.end(1) if one_case else self._capitalised_run(text, m.start(1))
                     spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
+            if not caps:  # it may have more words than a listed town ("Cape Elizabeth")
+                self._unlisted_town_before_state(text, m, spans)
         if ZIP_SHAPE.search(text):
             for m in self._zip.finditer(text):
                 spans.append(Span(m.start(1), m.end(), "LOCATION", name, "zip_code"))
@@ -386,6 +400,8 @@ class PlaceDetector:
             self._anchored(text, caps, opening, spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
+        for m in self._town_noun.finditer(low):
+            self._town_before_noun(text, caps, m.start(), spans)
         if any(stem in low for stem in self._residence_stems):
             for m in self._residence.finditer(low):
                 self._residence_place(text, caps, m.end(), spans)
@@ -428,29 +444,46 @@ class PlaceDetector:
         moving = self._moving.get(cue[0].strip())
         return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
-    def _town_after_moving(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
+    def _town_after_moving(self, text: str, low: str, caps: bool, cue: re.Match[str], spans: list[Span]) -> None:
         """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue:
         Capitalised if it has one word, in any case if two, in lower case before when ("was in Cape
         May", "was in cape may", "flies to Hope", "was in hope on 8-6-20", "back from Mason
         Vicentino": a smaller place of that name; not "was in hope"); and a town of an everyday
         word that the cue takes Capitalised, in lower case before when ("back from reading 3/7
-        ago").  Not where a suffix or a street type is among its words or right after them: "seen
-        at Harbor Hospital" is an institution's name (_anchored)."""
+        ago"), or a country or a state so named in any case after "from" or "to" ("called from
+        china").  In a note all in capitals, any of them before when, and such a country ("WAS IN
+        HOPE ON 3/2", "CALLED FROM JAPAN").  Not where a suffix or a street type is among its words
+        or right after them: "seen at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
         for name, end in names:
             written = text[cue.start(1) : end]
-            before_when = written.islower() and WHEN_AFTER.match(low, end) is not None
-            if name in self._moving_towns:
+            before_when = (caps or written.islower()) and WHEN_AFTER.match(low, end) is not None
+            # a country or a state of an everyday word after "from" or "to" ("called from china", "flew back
+            # from turkey"; "was in turkey and chips queue" stays)
+            nation = name in self._cased_towns and self._rules.places.get(name) == NEVER and cue[0].strip() != "in"
+            if caps:
+                cased = nation or (before_when and (name in self._moving_towns or name in self._cased_towns))
+            elif name in self._moving_towns:
                 cased = " " in name or titlecase(written) or before_when
             else:  # a large town of an everyday word, which the cue takes Capitalised: in lower case before when
-                cased = name in self._cased_towns and before_when
+                cased = nation or (name in self._cased_towns and before_when)
             if cased and self._after_moving(low, cue):
                 end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
                 if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
                     spans.append(Span(cue.start(1), end, "LOCATION", self.name, "town_after_moving"))
                 return
+
+    def _qualified_town(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
+        """A Capitalised word before a listed town or country after a verb of moving and its cue,
+        the two one place's name ("travel to Little India", "back from Old Delhi", "moved to East
+        Quincy"; not "transferred to Mass General")."""
+        if cue[2] is None or self._towns.get(cue[2]) is None or cue[1] in FUNCTION_WORDS:
+            return
+        first, second = text[cue.start(1) : cue.end(1)], text[cue.start(2) : cue.end(2)]
+        if titlecase(first) and titlecase(second) and self._after_moving(low, cue):
+            spans.append(Span(cue.start(1), self._town_end(text, low, cue.end(2)), "LOCATION", self.name, "town_after_moving"))
 
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
         """Whether the words alone in brackets are a town: Capitalised and no everyday word
@@ -640,6 +673,37 @@ class PlaceDetector:
                 spans.append(Span(start, state_end if rules.states_are_phi else end, "LOCATION", self.name, "town_before_state"))
                 return True
         return False
+
+    def _town_before_noun(self, text: str, caps: bool, at: int, spans: list[Span]) -> None:
+        """"a Worcester resident", "Quincy police", "the Boston area": the longest listed town of
+        up to three words right before a noun it qualifies, no English word, each word Capitalised
+        in a note not all in capitals."""
+        tokens = _tokens_before(text, at, 3)
+        for n in range(len(tokens), 0, -1):
+            start, end = tokens[n - 1][0], tokens[0][1]
+            capitalised = self._towns.get(text[start:end].lower())
+            if capitalised is not False or not (caps or all(titlecase(text[s:e]) for s, e in tokens[:n])):
+                continue  # with no cue a town that is an English word is that word ("Male resident")
+            spans.append(Span(start, end, "LOCATION", self.name, "town_before_noun"))
+            return
+
+    def _unlisted_town_before_state(self, text: str, state: re.Match, spans: list[Span]) -> None:
+        """"in Bar Harbor, Maine": Capitalised words between a cue and a comma before a state's
+        name spelt out (not its code: "Jones, MD" is a doctor) are a town the lists lack, ordinary
+        words or not: the state's name vouches for them."""
+        if text[state.start() + 1 : state.end()].strip().lower() not in self._rules.states:
+            return
+        run: list[tuple[int, int]] = []
+        for start, end in _tokens_before(text, state.start(), 4):
+            word = text[start:end]
+            if word.lower() in self._rules.cues:
+                if run:
+                    end = state.end() if self._rules.states_are_phi else run[0][1]
+                    spans.append(Span(run[-1][0], end, "LOCATION", self.name, "town_before_state"))
+                return
+            if not (word.isalpha() and titlecase(word)):
+                return
+            run.append((start, end))
 
     def _town_before_zip(self, text: str, at: int, spans: list[Span]) -> None:
         """The capitalised words before a state and its ZIP code that no list has ("Smalltown, NH
@@ -848,13 +912,17 @@ class PlaceDetector:
 
     def _placed(self, text: str, name: list[tuple[int, int, str]], end: int, stop: int) -> bool:
         """Whether a name of ordinary words is an institution's all the same: two words or more
-        right after "at", "from" or "to", before a suffix of two words or joined by "of" ("at
-        prince court medical centre", "FROM SILVER SPRINGS NURSING HOME", "to prince of wales
-        hospital"; not "at home", "to rehab clinic", "at the end of clinic")."""
-        if len(name) < 2 or (len(text[end:stop].split()) < 2 and not any(w in CONNECTORS for _, _, w in name)):
+        right after "at", "from" or "to", before a suffix of two words, joined by "of" or after a
+        verb of moving ("at prince court medical centre", "FROM SILVER SPRINGS NURSING HOME", "to
+        prince of wales hospital", "transferred to holy family hospital"; not "at home", "to rehab
+        clinic", "at the end of clinic", "went to a bigger hospital")."""
+        before = _tokens_before(text, name[-1][0], 1) if len(name) > 1 else []
+        if not before or (cue := text[before[0][0] : before[0][1]].lower()) not in TRANSFER_PREPOSITIONS:
             return False
-        before = _tokens_before(text, name[-1][0], 1)
-        return bool(before) and text[before[0][0] : before[0][1]].lower() in TRANSFER_PREPOSITIONS
+        if len(text[end:stop].split()) > 1 or any(w in CONNECTORS for _, _, w in name):
+            return True
+        at = before[0][0] - 1  # the space before the cue, where a verb of moving ends
+        return self._moving[cue].search(text[max(0, at - 16) : at].lower()) is not None
 
     def _street(self, text: str, caps: bool, at: int, end: int, spans: list[Span], titled: bool = False, needs_house: bool = False) -> None:
         """The street whose type or abbreviation is at `at`, with its house or street number; with
