@@ -139,6 +139,7 @@ def test_the_cost_grows_linearly_with_the_note(honorifics, case):
         "Admitted under Imelda Quimby\nPhilippa Quellmore, RN. Lee/reg/ENT. met with martin quellmore. Haverford aware.\n"
         "oswina, Wexcombe General Hospital\n"
         "Dear imelda,\nseen by HARRIS M (SR). Quellmore, J RN. wait for dr reveiw. Rabbi Lindqvist visited.\n"
+        "Dr Quembley recs vanco. Care endorsed to Tamsiel.\nMary Quellmore\n"
     )
     if case == "lower case":
         unit = unit.lower()

@@ -86,6 +86,8 @@ def test_the_cost_grows_linearly_with_the_note(detector: PlaceDetector, case: st
         "was in Brenzolo on 3/2, stayed at Clementi Dr 3, f/u at prince of wales hospital. " + "(ab) " * 10
         + "lives with son in holland dr, home in boon lay mrt 4/7.\naddress: kent ridge\n"
         + "lives in N. Andover. was in cape may. was in mobile on 8-6-20. back from reading 3/7 ago.\n"
+        + "a Worcester resident, in Bar Harbor, Maine; travel to Little India, back from Bad Wexcombe 2/7 ago, "
+        + "brought by ambulance from Dunmarrow, called from china, home to Harwick.\n"
     )
     if case == "lower case":  # a note of one case is read otherwise: a check of the whole note must be made once
         unit = unit.lower()

@@ -368,7 +368,7 @@ class PlaceDetector:
         if moving or not self._moving_towns.isdisjoint(map(" ".join, found)):
             for m in self._cue.finditer(low):
                 self._town_after_moving(text, low, caps, m, spans)
-        if not caps and any(two in self._towns for _, two in found):
+        if not caps and any(two and (two in self._towns or self._unknown(two)) for _, two in found):
             for m in self._cue.finditer(low):
                 self._qualified_town(text, low, m, spans)
         if any(self._unknown(one) for one, _ in found):
@@ -476,10 +476,11 @@ class PlaceDetector:
                 return
 
     def _qualified_town(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
-        """A Capitalised word before a listed town or country after a verb of moving and its cue,
-        the two one place's name ("travel to Little India", "back from Old Delhi", "moved to East
-        Quincy"; not "transferred to Mass General")."""
-        if cue[2] is None or self._towns.get(cue[2]) is None or cue[1] in FUNCTION_WORDS:
+        """A Capitalised word before a listed town or country, or before a Capitalised word that
+        no list or dictionary holds, after a verb of moving or a stay and its cue: the two one
+        place's name ("travel to Little India", "back from Old Delhi", "was in Bad Freienwalde";
+        not "transferred to Mass General", "transferred to Step Down", "sent to Cardiac Cath")."""
+        if cue[2] is None or cue[1] in FUNCTION_WORDS or not (cue[2] in self._towns or self._unknown(cue[2])):
             return
         first, second = text[cue.start(1) : cue.end(1)], text[cue.start(2) : cue.end(2)]
         if titlecase(first) and titlecase(second) and self._after_moving(low, cue):
