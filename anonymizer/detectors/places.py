@@ -40,6 +40,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Iterable
@@ -301,6 +302,7 @@ class PlaceDetector:
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
         anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
+        anchors |= rules.town_nouns  # "a Worcester resident": the name before is looked up as before a suffix
         abbreviations = {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
         self._street_words = rules.street_types | abbreviations | rules.street_abbreviations_after_cue
         anchors |= self._street_words
@@ -318,7 +320,6 @@ class PlaceDetector:
         # After "lives in" (on the lower-cased note): a state's code in capitals, or capitalised names (_residence).
         self._residence = re.compile(rf"(?<![\w-]){alternation(rules.residence_cues)}[ \t]+")
         self._residence_stems = frozenset(cue[:4] for cue in rules.residence_cues)  # most notes hold none: no pass
-        self._town_noun = re.compile(rf"[ \t]{alternation(rules.town_nouns)}(?![\w-])")
         # The words after a cue that are no unknown place, in one set (every cue's word is looked up).
         names = name_words()
         clinical = frozenset(w for w in clinical_words() if len(w) > 1 and w.isalpha()) - names
@@ -368,10 +369,12 @@ class PlaceDetector:
         if moving or not self._moving_towns.isdisjoint(map(" ".join, found)):
             for m in self._cue.finditer(low):
                 self._town_after_moving(text, low, caps, m, spans)
-        if not caps and any(two and (two in self._towns or self._unknown(two)) for _, two in found):
+        # the words after a cue that no list or dictionary holds (most notes: none)
+        unknown = {word for word in set(chain.from_iterable(found)).difference(self._known) if word and self._unknown(word)}
+        if not caps and any(two in unknown or two in self._towns for _, two in found if two):
             for m in self._cue.finditer(low):
                 self._qualified_town(text, low, m, spans)
-        if any(self._unknown(one) for one, _ in found):
+        if not unknown.isdisjoint(firsts):
             one_case = caps or text.islower()  # where case says nothing, a place needs CAPITALS_PLACE letters
             for m in self._cue.finditer(low):
                 capitalised = titlecase(text[m.start(1) : m.end(1)])
@@ -400,8 +403,6 @@ class PlaceDetector:
             self._anchored(text, caps, opening, spans)
         for m in self._anchor.finditer(low):
             self._anchored(text, caps, m, spans)
-        for m in self._town_noun.finditer(low):
-            self._town_before_noun(text, caps, m.start(), spans)
         if any(stem in low for stem in self._residence_stems):
             for m in self._residence.finditer(low):
                 self._residence_place(text, caps, m.end(), spans)
@@ -740,6 +741,9 @@ class PlaceDetector:
         anchor = m["anchor"]
         if " " in anchor or "\t" in anchor:
             anchor = " ".join(anchor.split())
+        if anchor in rules.town_nouns:
+            self._town_before_noun(text, caps, at, spans)
+            return
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
