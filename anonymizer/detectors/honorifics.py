@@ -65,6 +65,7 @@ WORD = regex.compile(rf"(?P<word>{NAME_WORD})(?:(?P<dot>\.)|(?![\w/])|(?=/[^\W\d
 CONTRACTION = regex.compile(r"['’](?:t|ll|m|re|ve|d)\b", regex.IGNORECASE)
 
 
+GLUED_REST = regex.compile(r"[^\W\d_]{0,30}")  # the letters after a title written onto a name
 VERB_WINDOW = 64  # characters read back from a verb of contact for the name before it
 NAME_PART = rf"(?:{NAME_WORD}|[^\W\d_]/[^\W\d_])"  # a word, an initial or a slashed connector ("d/o") of a name
 # A note's signing line: a name of up to four words, initials or connectors, a comma, and an
@@ -507,18 +508,23 @@ class HonorificDetector:
 
     def _glued(self, text: str, match: re.Match[str] | regex.Match[str]) -> Span | None:
         """The name a title is written onto: Capitalised after it ("drTan", "DRNeo", "DRO'Brien"),
-        or in the title's case and neither a common word nor the start of an English word that
-        begins with the title ("drchua", "DRNEO"; not "drain", "DROWSY", "drsg")."""
+        a listed name in the title's case (_listed_after_glued: "DRNG", "drong"), or in the title's
+        case and neither a common word nor the start of an English word that begins with the title
+        ("drchua", "DRNEO"; not "drain", "DROWSY", "drsg")."""
         title = text[match.start("glued") : match.end("glued")]
         after = text[match.end() : match.end() + 2]
-        if not (after[:1].isupper() and after[1:2].islower()) and (title + after).casefold() in self._word_starts:
+        if (
+            not (after[:1].isupper() and after[1:2].islower())
+            and (title + after).casefold() in self._word_starts
+            and not self._listed_after_glued(title, GLUED_REST.match(text, match.end())[0])
+        ):
             return None  # "drain", "Dressing", "DROWSY": most glued matches, refused before reading tokens
         tokens = self._tokens(text, match.end())
         first = next(tokens, None)
         if first is None or first.connector or first.start != match.end():
             return None
         word = first.word
-        if not _capitalised(word):
+        if not _capitalised(word) and not self._listed_after_glued(title, word):
             key = word.casefold()
             glued = (title + word[:2]).casefold()
             if (
@@ -532,6 +538,16 @@ class HonorificDetector:
         honorific = self._honorifics[title.casefold()]
         end = self._name_end(first, tokens, honorific, True, title)
         return Span(first.start, end, honorific.category, self.name, honorific.name) if end is not None else None
+
+    def _listed_after_glued(self, title: str, word: str) -> bool:
+        """A listed name in the title's case, glued into a word that no dictionary holds ("DRNG",
+        "drong" for Dr Ng, Dr Ong; not "drip", "DRAIN")."""
+        whole = (title + word).casefold()
+        return (
+            title.isupper() == word.isupper()
+            and word.casefold() in name_words()
+            and not (plain_word(whole, rank=None) or clinical_word(whole) or drug_word(whole))
+        )
 
     def _tokens(self, text: str, pos: int) -> Iterator[Token]:
         """The run of words and connectors from `pos`, separated by spaces on the same line: read
