@@ -105,6 +105,9 @@ JUDGED = [
     ("79/Chinese/F  MRN: S2771445E", "79/Chinese/F", True, "age_ethnicity_sex"),
     ("seen 7/12/2019", "7/12/2019", False, None),
     ("turned q 2-3 overnight", "2-3", True, "range"),
+    ("s/p appy age 12, TAH 1975", "12", True, "age_number"),
+    ("aged 45 at diagnosis", "45", True, "age_number"),
+    ("s/p appy age 12, TAH 1975", "1975", False, None),
 ]
 
 

@@ -540,11 +540,13 @@ class HonorificDetector:
         return Span(first.start, end, honorific.category, self.name, honorific.name) if end is not None else None
 
     def _listed_after_glued(self, title: str, word: str) -> bool:
-        """A listed name in the title's case, glued into a word that no dictionary holds ("DRNG",
-        "drong" for Dr Ng, Dr Ong; not "drip", "DRAIN")."""
+        """A listed name of three letters or more in the title's case, glued into a word that no
+        dictionary holds ("drong", "DRLIM" for Dr Ong, Dr Lim; not "drip", "DRAIN", nor "drng",
+        which is draining more often than Dr Ng)."""
         whole = (title + word).casefold()
         return (
-            title.isupper() == word.isupper()
+            len(word) > 2
+            and title.isupper() == word.isupper()
             and word.casefold() in name_words()
             and not (plain_word(whole, rank=None) or clinical_word(whole) or drug_word(whole))
         )
