@@ -373,12 +373,15 @@ class PlaceDetector:
         unknown = {word for word in set(chain.from_iterable(found)).difference(self._known) if word and self._unknown(word)}
         if not caps and any(two in unknown or two in self._towns for _, two in found if two):
             for m in self._cue.finditer(low):
-                self._qualified_town(text, low, m, spans)
+                if m[2] is not None and (m[2] in unknown or m[2] in self._towns):
+                    self._qualified_town(text, low, m, spans)
         if not unknown.isdisjoint(firsts):
             one_case = caps or text.islower()  # where case says nothing, a place needs CAPITALS_PLACE letters
             for m in self._cue.finditer(low):
+                if m[1] not in unknown:
+                    continue
                 capitalised = titlecase(text[m.start(1) : m.end(1)])
-                if not (one_case or capitalised) or not self._unknown(m[1]):
+                if not (one_case or capitalised):
                     continue
                 if (caps or capitalised) and len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
@@ -478,10 +481,11 @@ class PlaceDetector:
 
     def _qualified_town(self, text: str, low: str, cue: re.Match[str], spans: list[Span]) -> None:
         """A Capitalised word before a listed town or country, or before a Capitalised word that
-        no list or dictionary holds, after a verb of moving or a stay and its cue: the two one
-        place's name ("travel to Little India", "back from Old Delhi", "was in Bad Freienwalde";
-        not "transferred to Mass General", "transferred to Step Down", "sent to Cardiac Cath")."""
-        if cue[2] is None or cue[1] in FUNCTION_WORDS or not (cue[2] in self._towns or self._unknown(cue[2])):
+        no list or dictionary holds (the caller tests the second word), after a verb of moving or
+        a stay and its cue: the two one place's name ("travel to Little India", "back from Old
+        Delhi", "was in Bad Freienwalde"; not "transferred to Mass General", "transferred to Step
+        Down", "sent to Cardiac Cath")."""
+        if cue[1] in FUNCTION_WORDS:
             return
         first, second = text[cue.start(1) : cue.end(1)], text[cue.start(2) : cue.end(2)]
         if titlecase(first) and titlecase(second) and self._after_moving(low, cue):
