@@ -923,7 +923,7 @@ class PlaceDetector:
         """Whether a name of ordinary words is an institution's all the same: two words or more
         right after "at", "from" or "to", before a suffix of two words, joined by "of" or after a
         verb of moving ("at prince court medical centre", "FROM SILVER SPRINGS NURSING HOME", "to
-        prince of wales hospital", "transferred to holy family hospital"; not "at home", "to rehab
+        prince of wales hospital", "transferred to silver brook hospital"; not "at home", "to rehab
         clinic", "at the end of clinic", "went to a bigger hospital")."""
         before = _tokens_before(text, name[-1][0], 1) if len(name) > 1 else []
         if not before or (cue := text[before[0][0] : before[0][1]].lower()) not in TRANSFER_PREPOSITIONS:
