@@ -19,13 +19,15 @@ word before the suffix is a department ("Heart Clinic"), or lower-case words aft
 comma or a dash that are not all everyday ones ("harmony nursing home"); everyday words too when
 the name is an official one ("National Heart Centre") or right after "at", "from", "to" before a
 suffix of two words or joined by "of" ("at prince court medical centre"); the name is flagged with
-its suffix, which annotators count as part of it.  A street is capitalised words before a street type, with the house or block
-number before and a number after ("Blk 123A Bedok North St 4"); an abbreviated type before a
-capitalised name only with the house number ("100 Main St. Boston"); in any case after where
-someone lives or stays ("stayed at holland dr"); a rail station is named as a street is ("Boon
-Lay MRT").  A labelled address is the words of its line ("Address: Tampines Mall").  An address's last line is a
-state's code in capitals and a ZIP code, with the town before it ("Quincy MA 02169"), and an
-apartment or suite its number ("Apt 3B").
+its suffix, which annotators count as part of it.  A place that is no institution is read as one,
+before a place's suffix ("Changi Airport", "Boon Lay MRT"), and flagged LOCATION.  A name in
+brackets starts at its bracket ("(Bedok Polyclinic)").  A street is capitalised words before a
+street type, with the house or block number before and a number after ("Blk 123A Bedok North St
+4"); an abbreviated type before a capitalised name only with the house number ("100 Main St.
+Boston"); in any case after where someone lives or stays ("stayed at holland dr").  A labelled
+address is the words of its line ("Address: Tampines Mall").  An address's last line is a state's
+code in capitals and a ZIP code, with the town before it ("Quincy MA 02169"), and an apartment or
+suite its number ("Apt 3B").
 
 The per-note path is a few regexes that each start with a literal character (a space, a comma, a
 "#"), which the engine finds fast, and set lookups; Python works only on their hits, on a few
@@ -149,7 +151,8 @@ class PlaceRules:
     compass_points: dict[str, str]  # "n" -> "north": an abbreviated point before a town after a cue
     states: dict[str, str]  # lower-case state name -> postal code
     states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
-    suffixes: frozenset[str]
+    suffixes: frozenset[str]  # the place suffixes included
+    place_suffixes: frozenset[str]  # "airport": the name before is a place's, not an institution's
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
     bare_suffixes: frozenset[str]  # left out of the name's span
     named_suffixes: frozenset[str]  # everyday words too: the name needs a word no dictionary holds
@@ -209,7 +212,8 @@ class PlaceRules:
             compass_points={k.lower(): v.lower() for k, v in towns["compass_points"].items()},
             states=states,
             states_are_phi=bool(towns["states"]),
-            suffixes=_words(institutions["suffixes"]),
+            suffixes=_words(institutions["suffixes"]) | _words(institutions["place_suffixes"]),
+            place_suffixes=_words(institutions["place_suffixes"]),
             prefixes=_words(institutions["prefixes"]),
             bare_suffixes=_words(institutions["bare_suffixes"]),
             named_suffixes=_words(institutions["named_suffixes"]),
@@ -786,6 +790,9 @@ class PlaceDetector:
         name: list[tuple[int, int, str]] = []
         for token in reversed(segment.rsplit(None, MAX_NAME_WORDS + 2)[-MAX_NAME_WORDS - 2 :]):
             position = segment.rfind(token, 0, position)
+            opening = token[0] == "(" and len(token) > 1  # "(Bedok Polyclinic)": the bracket opens the name
+            if opening:
+                token, position = token[1:], position + 1
             first, last = token[0], token[-1]
             if last in ",;:()" or (name and last == "."):
                 break
@@ -802,7 +809,7 @@ class PlaceDetector:
             if shouting and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (name and bare in rules.departments)):
                 break  # in capitals every word looks like a name: "CON'T REHAB", "MET C HOSPICE"
             name.append((base + position, base + position + len(token), bare))
-            if len(name) >= MAX_NAME_WORDS:
+            if len(name) >= MAX_NAME_WORDS or opening:
                 break
         while name and name[-1][2] in CONNECTORS:
             name.pop()
@@ -855,7 +862,8 @@ class PlaceDetector:
             and all(w in rules.everyday for w in words)
         ):
             return False  # in capitals a name of ordinary words cannot be told from the words: "PLAN REHAB"
-        if " ".join(text[end:stop].lower().split()) in rules.named_suffixes and not any(
+        suffix = " ".join(text[end:stop].lower().split())
+        if suffix in rules.named_suffixes and not any(
             (
                 w in self._towns
                 or (w in rules.short_states and text[s].isupper())
@@ -878,7 +886,8 @@ class PlaceDetector:
             stop = name[0][1]  # "[Calvert] Hospital"
         while stop > end and text[stop - 1] in ".,;:'\"":
             stop -= 1
-        spans.append(Span(name[-1][0], stop, "HOSPITAL", self.name, "institution"))
+        place = suffix in rules.place_suffixes  # "Changi Airport": a place, not an institution
+        spans.append(Span(name[-1][0], stop, "LOCATION" if place else "HOSPITAL", self.name, "place" if place else "institution"))
         return True
 
     def _lower_name_before(self, text: str, end: int, stop: int) -> list[tuple[int, int, str]]:
@@ -890,6 +899,8 @@ class PlaceDetector:
         rules = self._rules
         name: list[tuple[int, int, str]] = []
         for start, finish in _tokens_before(text, end, MAX_NAME_WORDS):
+            opening = text[start] == "(" and finish - start > 1  # "(boon lay mrt)": the bracket opens the name
+            start += opening
             token = text[start:finish]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
@@ -903,6 +914,8 @@ class PlaceDetector:
             if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
                 return []  # the name runs on, or a word of another kind: no boundary found
             name.append((start, finish, bare))
+            if opening:
+                break
         while name and name[-1][2] in CONNECTORS:
             name.pop()
         if not name or self._official(name):
