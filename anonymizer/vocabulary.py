@@ -27,6 +27,7 @@ CLINICAL = CLASSIFIER_DATA / "clinical.txt"
 DRUGS = CLASSIFIER_DATA / "drugs.txt"
 FIRST_NAMES = CLASSIFIER_DATA / "first_names.txt"
 MEDICAL = CLASSIFIER_DATA / "medical.txt"  # the ICU's everyday words and abbreviations ("micu", "abg")
+PROPER_NOUNS = CLASSIFIER_DATA / "proper_nouns.txt"  # what the English dictionary spells only Capitalised
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
 SWAPPED_LENGTH = 5  # a word this long with two adjacent letters swapped is still that word (SwappedWords)
 _TOKEN = regex.compile(r"[^\W_]+")
@@ -64,6 +65,19 @@ def plain_word(word: str, rank: int | None = PLAIN_RANK) -> bool:
     if position is None or (rank is not None and position >= rank):
         return False
     return len(word) > 1 and word.isalpha() and word not in name_words()
+
+
+@lru_cache(maxsize=1)
+def proper_nouns() -> frozenset[str]:
+    """The words hunspell-en-us spells only Capitalised, lower-cased (rules/build_common_words.py)."""
+    return frozenset(read_word_list(PROPER_NOUNS))
+
+
+def proper_name(word: str) -> bool:
+    """Whether a lower-cased word is a name however often English text writes it: a name list
+    holds it and the English dictionary spells it only Capitalised ("evans", "hussein"; not
+    "brown", "smith", which are words too)."""
+    return word in proper_nouns() and word in name_words()
 
 
 @lru_cache(maxsize=1)

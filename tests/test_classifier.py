@@ -385,6 +385,19 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("husband evans informed; nephew THOMPSON on 3/4; brought in by brother hussein", {"evans", "THOMPSON", "hussein"}),
+        ("wife brown at bedside; son english speaking; daughter smith aware", set()),  # words too
+    ],
+)
+def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):
+    tokens = Tokens.of(text)
+    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
+    assert {tokens.words[i] for i in added} == expected
+
+
+@pytest.mark.parametrize(
     ("text", "found", "expected"),
     [
         ("spoke to son j l quellmore at home", {"quellmore": "PATIENT"}, {"j", "l"}),  # the patient's surname is the son's too

@@ -13,6 +13,7 @@ from anonymizer.vocabulary import (
     inflected_word,
     name_words,
     plain_word,
+    proper_name,
 )
 
 
@@ -89,3 +90,15 @@ def test_swapped_words_are_words_with_two_adjacent_letters_swapped() -> None:
 def test_swapped_words_spare_the_names_of_any_list() -> None:
     assert "aaron" in name_words()
     assert "aaron" not in SwappedWords(["aaorn"])
+
+
+@pytest.mark.parametrize("word", ["evans", "thompson", "hussein"])
+def test_a_name_the_dictionary_spells_only_capitalised_is_a_proper_name(word: str) -> None:
+    """However often English text writes it (wordfreq ranks "evans" among its 5,000 commonest)."""
+    assert proper_name(word)
+
+
+@pytest.mark.parametrize("word", ["brown", "smith", "january", "boston", "english"])
+def test_words_and_proper_nouns_no_name_list_holds_are_no_proper_names(word: str) -> None:
+    """A name that is a word too ("brown"), or a proper noun that names no person ("boston")."""
+    assert not proper_name(word)

@@ -31,7 +31,7 @@ from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
-from anonymizer.vocabulary import SwappedWords, drug_word, name_words
+from anonymizer.vocabulary import SwappedWords, drug_word, name_words, proper_name
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -404,7 +404,8 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     diminutive (short_nicknames), a listed name that is also a ward's abbreviation ("Neo"), or in
     mixed case a word that is not common English or clinical.
     In capitals or lower case, which say nothing: a first name that is not a function word
-    ("jenna", "DON"), a surname that is not common English, or a word rare in English ("margo")
+    ("jenna", "DON"), a surname that is not common English or that English spells only
+    Capitalised ("EVANS", "hussein": vocabulary.proper_name), or a word rare in English ("margo")
     that is neither as short as an abbreviation (three letters: "poa", "PCP") nor has a verb's
     ending.
     `first`: in capitals or lower case, first names only (a list's later names, after MOM);
@@ -424,8 +425,8 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     if first:
         return False
     if lower in d.words["last"]:
-        return rank >= COMMON_RANK
-    return not strict and rank >= RARE_RANK and len(word) > 3 and not VERB_FORM.search(lower)
+        return rank >= COMMON_RANK or proper_name(lower)
+    return not strict and (rank >= RARE_RANK or proper_name(lower)) and len(word) > 3 and not VERB_FORM.search(lower)
 
 
 FUNCTION_RANK = 500  # first names among the 500 most frequent English words ("guy", "else") are words there
