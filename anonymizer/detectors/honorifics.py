@@ -174,11 +174,13 @@ class HonorificDetector:
         roles = alternation(r.casefold() for r in slash_roles)
         self._slash_role = regex.compile(rf"/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
         self._name_before_slash = regex.compile(rf"{signature}{SPACE}*\Z")
-        # The same roles in brackets after a surname and its initials: "HARRIS M (SR)", "Quimby J.A. (MO)".
-        self._bracketed_role = regex.compile(rf"\({SPACE}*(?:{roles}){SPACE}*\)") if roles else None
+        # The same roles in brackets, after their service's words or not, after a surname and its
+        # initials or a name alone: "HARRIS M (SR)", "Quimby J.A. (MO)", "Lindqvist (ENT reg)".
+        self._bracketed_role = regex.compile(rf"\({SPACE}*(?:[^\W\d_]{{2,10}}{SPACE}+){{0,2}}(?:{roles}){SPACE}*\)") if roles else None
         self._name_and_initials = regex.compile(
             rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}+(?P<initials>(?:[^\W\d_]\.?{SPACE}?){{1,3}}(?<!{SPACE})){SPACE}*\Z"
         )
+        self._name_alone = regex.compile(rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}*\Z")
         # An institution's name ends with its suffix, or with a town of up to two words after it
         # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
         suffixes = alternation(" ".join(s.casefold().split()) for s in institution_suffixes)
@@ -438,10 +440,14 @@ class HonorificDetector:
     def _initialled_signature(self, text: str, at: int, single_case: bool) -> list[Span]:
         """A surname and its initials before a role in brackets at `at` ("HARRIS M (SR)", "Quimby
         J.A. (MO)"): the initials in capitals unless the note is of one case, the surname a listed
-        name or a word in no dictionary ("Pain B (MO)" stays)."""
+        name or a word in no dictionary ("Pain B (MO)" stays); or a name alone, as before a
+        credential (_name_like: "Lindqvist (ENT reg)", "Priya (resp MO)"; "Renal (MO)" stays)."""
         match = self._name_and_initials.search(text, max(0, at - VERB_WINDOW), at)
         if match is None or not (single_case or match["initials"].isupper()):
-            return []
+            alone = self._name_alone.search(text, max(0, at - VERB_WINDOW), at)
+            if alone is None or alone["name"].casefold() in self._stop or not self._name_like(alone["name"], single_case):
+                return []
+            return [Span(alone.start("name"), alone.end("name"), "DOCTOR", self.name, "before_role")]
         word = match["name"]
         key = word.casefold()
         if not (single_case or word[:1].isupper()) or key in self._stop or key in self._honorifics:
