@@ -68,6 +68,18 @@ def plain_word(word: str, rank: int | None = PLAIN_RANK) -> bool:
 
 
 @lru_cache(maxsize=1)
+def chinese_name_parts() -> tuple[frozenset[str], frozenset[str]]:
+    """The Chinese surnames and the syllables of Chinese given names that the surrogate names
+    hold (rules/surrogates/names.txt), lower-cased: ("tan", "yeo", ...), ("hock", "soon", "min", ...)."""
+    parts: dict[str, set[str]] = {"family": set(), "given": set()}
+    for line in read_word_list(data_dir("rules") / "surrogates" / "names.txt"):
+        origin, kind, _, name = line.split("\t")
+        if origin == "chinese":
+            parts[kind].update(token.lower() for token in _TOKEN.findall(name))
+    return frozenset(parts["family"]), frozenset(parts["given"])
+
+
+@lru_cache(maxsize=1)
 def proper_nouns() -> frozenset[str]:
     """The words hunspell-en-us spells only Capitalised, lower-cased (rules/build_common_words.py)."""
     return frozenset(read_word_list(PROPER_NOUNS))

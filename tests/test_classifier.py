@@ -400,6 +400,22 @@ def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word
 @pytest.mark.parametrize(
     ("text", "found", "expected"),
     [
+        ("spoke to daughter koh boon min at home", {"koh": "DOCTOR", "boon": "DOCTOR"}, {"koh", "boon", "min"}),  # "min" a word too
+        ("d/w WIFE ONG MIN LENG re plan", {"ONG": "NAME"}, {"ONG", "MIN", "LENG"}),
+        ("son koh soon to visit", {"koh": "NAME"}, {"koh"}),  # one syllable after the surname: "soon" the word
+        ("son KOH min leng visited", {"KOH": "NAME"}, {"KOH"}),  # not in one case
+    ],
+)
+def test_a_chinese_given_names_syllables_go_with_the_surname_though_english_words(text, found, expected):
+    """The surname found by another detector (a list, the record), then the syllables after it."""
+    tokens = Tokens.of(text)
+    added = postprocess.relative_cues(text, tokens, [found.get(word) for word in tokens.words])
+    assert {tokens.words[i] for i in added} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "found", "expected"),
+    [
         ("spoke to son j l quellmore at home", {"quellmore": "PATIENT"}, {"j", "l"}),  # the patient's surname is the son's too
         ("stays with k t quellmore (brother) at home", {"quellmore": "PATIENT"}, {"k", "t"}),
         ("sick Oswin bin Quellmore (son) at home", {"Oswin": "RELATIVE", "Quellmore": "PATIENT"}, {"bin"}),

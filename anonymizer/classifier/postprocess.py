@@ -31,7 +31,7 @@ from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
-from anonymizer.vocabulary import SwappedWords, drug_word, name_words, proper_name
+from anonymizer.vocabulary import SwappedWords, chinese_name_parts, drug_word, name_words, proper_name
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -328,6 +328,26 @@ def _ward_word_as_name(word: str, lower: str) -> bool:
     return word.istitle() and lower in name_words()
 
 
+def _chinese_given_name(tokens: Tokens, flagged: Sequence[str | None], j: int, k: int, added: dict[int, str]) -> int | None:
+    """The last token of a Chinese given name of two syllables after a surname, which the name
+    at token j has begun, token k its next (vocabulary.chinese_name_parts), all three written in
+    one case: "yeo lian min", "QUEK HOCK SOON", "Tan Ah Kow"; not "tan soon to visit"."""
+    surnames, syllables = chinese_name_parts()
+    lowers, gaps = tokens.lowers, tokens.gaps
+    if lowers[k] not in syllables:
+        return None
+    if j > 0 and gaps[j] == " " and lowers[j - 1] in surnames and lowers[j] in syllables and (j - 1 in added or flagged[j - 1]):
+        first, last = j - 1, k  # the surname and a syllable found: "yeo lian" + "min"
+    elif lowers[j] in surnames and k + 1 < len(tokens) and gaps[k + 1] == " " and lowers[k + 1] in syllables:
+        first, last = j, k + 1  # the surname found: "quek" + "hock soon"
+    else:
+        return None
+    if not all(_takes(flagged, i, added) for i in range(k, last + 1)):
+        return None
+    name = tokens.words[first : last + 1]
+    return last if all(w.islower() for w in name) or all(w.isupper() for w in name) or all(w.istitle() for w in name) else None
+
+
 def _syllable(tokens: Tokens, k: int) -> bool:
     """Whether token k may be a syllable of a hyphenated given name: two to six letters, no
     kinship word, title or word that ends a name ("kim-min", "kow-hong"; not "son-in-law")."""
@@ -453,6 +473,10 @@ def _extend_relative(
         return k  # a further word found already ("png xin hwee" with "xin" found): the name goes on past it
     if not _takes(flagged, k, added):
         return None
+    if gap == " " and (last := _chinese_given_name(tokens, flagged, j, k, added)) is not None:
+        if last > k:
+            added[k] = category
+        return last  # "yeo lian min", "QUEK HOCK SOON": the given name's syllables, English words or not
     if gap in (" ", "-") and _elided(tokens, k) and _takes(flagged, k + 1, added):
         added[k] = category
         return k + 1  # "Brown-O'Neill", "Sean O'Malley"
