@@ -404,6 +404,8 @@ def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word
         ("d/w WIFE ONG MIN LENG re plan", {"ONG": "NAME"}, {"ONG", "MIN", "LENG"}),
         ("son koh soon to visit", {"koh": "NAME"}, {"koh"}),  # one syllable after the surname: "soon" the word
         ("son KOH min leng visited", {"KOH": "NAME"}, {"KOH"}),  # not in one case
+        ("conference with wife BOON HUAT on 3/4", {}, {"BOON", "HUAT"}),  # a given name without its surname
+        ("wife soon to visit; son mei at home", {}, set()),
     ],
 )
 def test_a_chinese_given_names_syllables_go_with_the_surname_though_english_words(text, found, expected):

@@ -283,6 +283,9 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
                 if _takes(flagged, k, added):
                     added[k] = category
             j = initials[-1]
+        elif _chinese_given_pair(tokens, j) and _takes(flagged, j, added) and _takes(flagged, j + 1, added):
+            added[j] = added[j + 1] = category  # "wife HOCK SOON": a given name without its surname
+            j += 1
         elif flagged[j] in NAME_CATEGORIES:  # a name already found there: its further words and connectors still follow
             if flagged[j] != category and _takes(flagged, j, added):
                 added[j] = category  # a clinician's or a bare name right after the cue is the relative's
@@ -346,6 +349,17 @@ def _chinese_given_name(tokens: Tokens, flagged: Sequence[str | None], j: int, k
         return None
     name = tokens.words[first : last + 1]
     return last if all(w.islower() for w in name) or all(w.isupper() for w in name) or all(w.istitle() for w in name) else None
+
+
+def _chinese_given_pair(tokens: Tokens, j: int) -> bool:
+    """Whether tokens j and j + 1 are the two syllables of a Chinese given name written in one
+    case (vocabulary.chinese_name_parts): "HOCK SOON", "mei ling"; not "soon to"."""
+    if j + 1 >= len(tokens) or tokens.gaps[j + 1] != " ":
+        return False
+    syllables = chinese_name_parts()[1]
+    pair = tokens.words[j : j + 2]
+    same_case = all(w.islower() for w in pair) or all(w.isupper() for w in pair) or all(w.istitle() for w in pair)
+    return same_case and tokens.lowers[j] in syllables and tokens.lowers[j + 1] in syllables
 
 
 def _syllable(tokens: Tokens, k: int) -> bool:
