@@ -332,9 +332,9 @@ def _ward_word_as_name(word: str, lower: str) -> bool:
 
 
 def _chinese_given_name(tokens: Tokens, flagged: Sequence[str | None], j: int, k: int, added: dict[int, str]) -> int | None:
-    """The last token of a Chinese given name of two syllables after a surname, which the name
-    at token j has begun, token k its next (vocabulary.chinese_name_parts), all three written in
-    one case: "yeo lian min", "QUEK HOCK SOON", "Tan Ah Kow"; not "tan soon to visit"."""
+    """Where a Chinese name that token j has begun ends when its given name's two syllables
+    follow the surname (vocabulary.chinese_name_parts), k the token after j, all three written
+    in one case: "yeo lian min", "QUEK HOCK SOON", "Tan Ah Kow"; None for "tan soon to visit"."""
     surnames, syllables = chinese_name_parts()
     lowers, gaps = tokens.lowers, tokens.gaps
     if lowers[k] not in syllables:
@@ -347,8 +347,7 @@ def _chinese_given_name(tokens: Tokens, flagged: Sequence[str | None], j: int, k
         return None
     if not all(_takes(flagged, i, added) for i in range(k, last + 1)):
         return None
-    name = tokens.words[first : last + 1]
-    return last if all(w.islower() for w in name) or all(w.isupper() for w in name) or all(w.istitle() for w in name) else None
+    return last if _one_case(tokens.words[first : last + 1]) else None
 
 
 def _chinese_given_pair(tokens: Tokens, j: int) -> bool:
@@ -357,9 +356,12 @@ def _chinese_given_pair(tokens: Tokens, j: int) -> bool:
     if j + 1 >= len(tokens) or tokens.gaps[j + 1] != " ":
         return False
     syllables = chinese_name_parts()[1]
-    pair = tokens.words[j : j + 2]
-    same_case = all(w.islower() for w in pair) or all(w.isupper() for w in pair) or all(w.istitle() for w in pair)
-    return same_case and tokens.lowers[j] in syllables and tokens.lowers[j + 1] in syllables
+    return _one_case(tokens.words[j : j + 2]) and tokens.lowers[j] in syllables and tokens.lowers[j + 1] in syllables
+
+
+def _one_case(words: Sequence[str]) -> bool:
+    """Whether the words are all in lower case, all in capitals or all Capitalised."""
+    return all(w.islower() for w in words) or all(w.isupper() for w in words) or all(w.istitle() for w in words)
 
 
 def _syllable(tokens: Tokens, k: int) -> bool:
