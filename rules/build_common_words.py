@@ -16,7 +16,8 @@ Sources and licences:
     place of rules/places/ that the dictionary spells only Capitalised ("Chicago", "London",
     "Iowa") is a proper noun, not an everyday word, and is removed, so that "in chicago" is a
     town as "in manila" is; "reading", "mobile" and "turkey" stay (the dictionary has them in
-    lower case).
+    lower case).  All such proper nouns are written to proper_nouns.txt: after a kinship word a
+    surname among them is a name however frequent ("husband evans").
 """
 
 from __future__ import annotations

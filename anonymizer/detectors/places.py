@@ -19,8 +19,8 @@ word before the suffix is a department ("Heart Clinic"), or lower-case words aft
 comma or a dash that are not all everyday ones ("harmony nursing home"); everyday words too when
 the name is an official one ("National Heart Centre") or right after "at", "from", "to" before a
 suffix of two words or joined by "of" ("at prince court medical centre"); the name is flagged with
-its suffix, which annotators count as part of it.  A place that is no institution is read as one,
-before a place's suffix ("Changi Airport", "Boon Lay MRT"), and flagged LOCATION.  A name in
+its suffix, which annotators count as part of it.  A place that is no institution is found the
+same way before a place's suffix ("Changi Airport", "Boon Lay MRT") and flagged LOCATION.  A name in
 brackets starts at its bracket ("(Bedok Polyclinic)").  A street is capitalised words before a
 street type, with the house or block number before and a number after ("Blk 123A Bedok North St
 4"); an abbreviated type before a capitalised name only with the house number ("100 Main St.
