@@ -23,10 +23,14 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import pickle
+import signal
 import sys
 import threading
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from anonymizer.record import Note
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 
 BATCHES_AHEAD = 2  # batches submitted beyond the one being written
 SHARDS_PER_WORKER = 2  # per batch: enough to keep every worker busy when patients differ in size
+BROKEN = "a worker process ended abruptly"
 
 _pipeline: "Pipeline | None" = None  # the worker's own, built once by _init
 
@@ -100,7 +105,15 @@ def _process_shard(batch: Batch, written: dict[str, str]) -> list["NoteResult"]:
 
 
 class Pool:
-    """A process pool whose workers each hold `pipeline` (or, where they cannot fork, one built from `config`)."""
+    """Worker processes that each hold `pipeline` (or, where they cannot fork, one built from `config`).
+
+    Each worker has a pipe of its own, and one task at a time; a thread in the main process hands
+    out the tasks and reads the results.  Not :class:`concurrent.futures.ProcessPoolExecutor`: its
+    workers write their results into one shared pipe, and a worker killed halfway through writing
+    one (the OOM killer, kill -9) leaves its reading thread waiting for the rest forever, so the
+    run hangs.  Here the death of a worker ends its own pipe, and every unfinished task fails with
+    :class:`BrokenProcessPool` at once.
+    """
 
     def __init__(self, config: "Config", pipeline: "Pipeline", workers: int) -> None:
         self.workers = workers
@@ -108,27 +121,136 @@ class Pool:
             # fork: a worker starts with the main process's pipeline, built and checked already
             # (about 2 CPU-seconds of imports, rules and model per worker saved).  It inherits the
             # database connections too, but never uses them.  Only from a process with no other
-            # thread (ProcessPoolExecutor forks every worker at the first submit, before its own
-            # threads; the CLI starts its progress bar after that): a thread writing to stderr
-            # while the process forks would leave the stream's lock held in the worker for good
-            # (CPython issue 84579), and the worker would hang at its first log line.
-            context, initializer, initargs = multiprocessing.get_context("fork"), _adopt, (pipeline,)
+            # thread (the workers fork at the first submit, before the pool's own thread; the CLI
+            # starts its progress bar after that): a thread writing to stderr while the process
+            # forks would leave the stream's lock held in the worker for good (CPython issue
+            # 84579), and the worker would hang at its first log line.
+            self._context, self._init = multiprocessing.get_context("fork"), (_adopt, (pipeline,))
         else:  # spawn (fork is unsafe on macOS, and beside other threads): each worker builds its own pipeline
-            context, initializer, initargs = multiprocessing.get_context("spawn"), _init, (config, pipeline.digest)
-        self.start_method = context.get_start_method()
-        self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs)
+            self._context, self._init = multiprocessing.get_context("spawn"), (_init, (config, pipeline.digest))
+        self.start_method = self._context.get_start_method()
+        self._lock = threading.Lock()  # guards the queue and the two flags, shared with the thread
+        self._queue: deque[tuple[Future, bytes]] = deque()
+        self._closing = self._broken = False
+        self._processes: list[multiprocessing.process.BaseProcess] = []
+        self._thread: threading.Thread | None = None
+        self._wake_reader, self._wake_writer = self._context.Pipe(duplex=False)
 
     def submit(self, fn: Callable, *args: object) -> Future:
-        return self._executor.submit(fn, *args)
+        future: Future = Future()
+        task = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)  # here, so the thread only sends bytes
+        with self._lock:
+            if self._broken:
+                raise BrokenProcessPool(BROKEN)
+            if self._closing:
+                raise RuntimeError("the pool is closed")
+            self._queue.append((future, task))
+        if self._thread is None:
+            self._start()
+        self._wake_writer.send_bytes(b"")
+        return future
+
+    def _start(self) -> None:
+        pipes = []
+        for _ in range(self.workers):
+            ours, theirs = self._context.Pipe()
+            process = self._context.Process(target=_serve, args=(theirs, *self._init), name="anonymizer-worker", daemon=True)
+            process.start()
+            theirs.close()  # the worker's end is the worker's alone: its pipe ends when it does
+            self._processes.append(process)
+            pipes.append(ours)
+        self._thread = threading.Thread(target=self._hand_out, args=(pipes,), name="anonymizer-pool", daemon=True)
+        self._thread.start()
+
+    def _hand_out(self, pipes: list[Connection]) -> None:
+        """The pool's thread: give each idle worker the next task, and each result to its future."""
+        idle, busy = list(pipes), dict[Connection, Future]()
+        sentinels = {process.sentinel for process in self._processes}
+        try:
+            while True:
+                while idle:
+                    with self._lock:
+                        if not self._queue:
+                            break
+                        future, task = self._queue.popleft()
+                    if future.set_running_or_notify_cancel():
+                        pipe = idle.pop()
+                        pipe.send_bytes(task)
+                        busy[pipe] = future
+                with self._lock:
+                    if self._closing and not busy and not self._queue:
+                        break
+                for ready in wait([*busy, self._wake_reader, *sentinels]):
+                    if ready in busy:
+                        ok, value = pickle.loads(ready.recv_bytes())
+                        future = busy.pop(ready)
+                        if ok:
+                            future.set_result(value)
+                        else:
+                            future.set_exception(value)
+                        idle.append(ready)
+                    elif ready is self._wake_reader:
+                        while self._wake_reader.poll():
+                            self._wake_reader.recv_bytes()
+                    else:  # a worker's process ended, between tasks or during one
+                        raise EOFError
+            for pipe in pipes:
+                pipe.send_bytes(pickle.dumps(None))  # the worker's signal to leave
+        except Exception:  # a worker ended (its pipe closed, its process gone), or a reply did not unpickle
+            with self._lock:
+                self._broken = True
+                futures = [*busy.values(), *(future for future, _ in self._queue)]
+                self._queue.clear()
+            for process in self._processes:
+                process.kill()
+            for future in futures:
+                if not future.done():
+                    future.set_exception(BrokenProcessPool(BROKEN))
+        finally:
+            for pipe in pipes:
+                pipe.close()
 
     def close(self, cancel: bool = False) -> None:
-        self._executor.shutdown(wait=not cancel, cancel_futures=cancel)
+        """Wait for every task submitted, or (`cancel`) drop those not done and end the workers now."""
+        with self._lock:
+            self._closing = True
+            dropped = list(self._queue) if cancel else []
+            if cancel:
+                self._queue.clear()
+        for future, _ in dropped:
+            future.cancel()
+        if self._thread is not None:
+            if cancel:
+                for process in self._processes:
+                    process.kill()
+            self._wake_writer.send_bytes(b"")
+            self._thread.join()
+        for process in self._processes:
+            process.join()
+        self._wake_reader.close()
+        self._wake_writer.close()
 
     def __enter__(self) -> "Pool":
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
         self.close(cancel=kind is not None)
+
+
+def _serve(pipe: Connection, initializer: Callable, initargs: tuple) -> None:
+    """A worker: run each task the pipe brings, and send back (True, result) or (False, exception)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    initializer(*initargs)
+    while (task := pipe.recv()) is not None:
+        fn, args = task
+        try:
+            reply = pickle.dumps((True, fn(*args)), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # the task's own error, raised again in the main process
+            try:
+                reply = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+            except Exception:  # an exception that does not pickle
+                reply = pickle.dumps((False, RuntimeError(f"{type(exc).__name__} in a worker")))
+        pipe.send_bytes(reply)
 
 
 def shards(batch: Batch, parts: int) -> list[Batch]:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import random
 import shutil
+import signal
 import threading
+import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -119,3 +124,35 @@ def test_workers_are_spawned_when_another_thread_runs():
     finally:
         stop.set()
         other.join()
+
+
+def pool_of_two() -> Pool:
+    """A pool whose workers hold a stand-in pipeline: the tasks below need none."""
+    pool = Pool(None, SimpleNamespace(digest="d"), 2)  # type: ignore[arg-type]
+    assert pool.start_method == "fork"  # the stand-in cannot be rebuilt in a spawned worker
+    return pool
+
+
+def test_a_task_s_error_is_raised_by_its_future_and_the_pool_goes_on():
+    with pool_of_two() as pool:
+        bad, good = pool.submit(int, "x"), pool.submit(int, "7")
+        with pytest.raises(ValueError):
+            bad.result()
+        assert good.result() == 7
+
+
+def test_a_worker_killed_while_sending_its_result_fails_every_task_instead_of_hanging():
+    """The OOM killer at any moment, most often halfway through a large result on its way back."""
+    rng = random.Random(3)
+    for _ in range(5):
+        with pytest.raises(BrokenProcessPool):
+            with pool_of_two() as pool:
+                futures = [pool.submit(bytes, 32 * 2**20) for _ in range(12)]
+                futures[0].result()
+                time.sleep(rng.uniform(0.0, 0.05))
+                os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+                for future in futures:
+                    future.result(timeout=120)  # a hang guard, not a timing: BrokenProcessPool comes first
+                pytest.fail("every task finished although a worker was killed")
+        with pytest.raises(BrokenProcessPool):
+            pool.submit(int, "1")
