@@ -406,6 +406,9 @@ def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word
         ("son KOH min leng visited", {"KOH": "NAME"}, {"KOH"}),  # not in one case
         ("conference with wife BOON HUAT on 3/4", {}, {"BOON", "HUAT"}),  # a given name without its surname
         ("wife soon to visit; son mei at home", {}, set()),
+        ("seen with boon huat (husband) today", {}, {"boon", "huat"}),  # before a bracketed kinship word
+        ("visited by quek BOON HUAT (son)", {"quek": "NAME"}, {"quek", "BOON", "HUAT"}),  # a bare name relabelled
+        ("will stop soon (wife agrees); see you soon (son aware)", {}, set()),
     ],
 )
 def test_a_chinese_given_names_syllables_go_with_the_surname_though_english_words(text, found, expected):

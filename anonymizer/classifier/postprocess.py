@@ -534,11 +534,17 @@ def _names_before(
 ) -> None:
     """Up to three names right before a bracketed kinship word on its line, with the initials and
     a connector before them: "Hank Smith (son)", "neo ling mei (brother)", "choo-leng (husband)",
+    "quek hock soon (wife)",
     "K H Rao (son)", "Jamal bin Salleh (son)", "Anand s/o Quellmore (son)"; a name found already
     among them goes on the same ("l l khoo (brother)" where Khoo is the patient's surname too)."""
     if tokens.gaps[i].strip() != "(":
         return
     j = i - 1
+    if j >= 1 and _chinese_given_pair(tokens, j - 1) and _takes(flagged, j - 1, added) and _takes(flagged, j, added):
+        added[j - 1] = added[j] = category  # "hock soon (wife)": a given name of everyday words
+        if tokens.gaps[j - 1] not in (" ", "-"):
+            return
+        j -= 2
     while j >= 0 and i - j <= 3 and _name_at(tokens, flagged, j, d, added, strict=i - j > 1):
         if _takes(flagged, j, added):
             added[j] = category
