@@ -67,6 +67,7 @@ TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
 WHEN_AFTER = re.compile(
     r"[ \t]+(?:on[ \t]+\d|in[ \t]+(?:19|20)\d\d\b|\d{1,2}/\d{1,2}[ \t]+ago\b|(?:next|last)[ \t]+(?:wk|week|month|mth|yr|year)\b)"
 )
+CLAUSE_END = re.compile(r"[ \t]*(?:[,.;:)]|$|(?:with|and)\b)", re.MULTILINE)  # after a place's name: its clause ends
 POINT_GAP = re.compile(r"\.?[ \t]+(?=[^\W\d_])")  # between an abbreviated point of the compass and a town: "N. Andover"
 TOWN_RUN = re.compile(rf"{TOWN_WORD}(?:[ \t]+{TOWN_WORD}){{0,{MAX_NAME_WORDS - 1}}}")  # a town's words, on one line
 # A house or block number ("123", "123A", "12-14") and a number after a street type ("Ave 3").
@@ -332,11 +333,11 @@ class PlaceDetector:
         # A verb of moving someone right before a cue's space ("transferred" of "transferred to").
         # Per cue, the words right before it that make an unknown Capitalised name after it a
         # place: a verb of moving before "to", "from", "at"; a stay's phrase before its last word.
-        before: dict[str, set[str]] = {cue: set(rules.transfer_cues) for cue in TRANSFER_PREPOSITIONS}
-        for phrase in rules.stay_cues:
-            words, _, cue = phrase.rpartition(" ")
-            before.setdefault(cue, set()).add(words)
-        self._moving = {cue: re.compile(rf"(?<![\w'/]){alternation(words)}$") for cue, words in before.items()}
+        self._moving = _words_before({cue: set(rules.transfer_cues) for cue in TRANSFER_PREPOSITIONS}, rules.stay_cues)
+        # Where someone stays, works or lives, without the verbs of moving: a word no dictionary
+        # holds that ends the phrase's clause is a place, however it is written ("works in
+        # wertingen, contactable", "lives in dunmarrow with wife"; "went to bathrm." stays).
+        self._staying = _words_before({}, rules.stay_cues | rules.residence_cues)
         self._codes = frozenset(rules.states.values())
         self._codes_after_town = frozenset(c.lower() for c in self._codes) - rules.codes_not_after_town
         self._not_street_names = rules.departments | rules.generic  # words a street's name leaves out
@@ -389,10 +390,10 @@ class PlaceDetector:
                     continue
                 if (caps or capitalised) and len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
-                elif (
-                    (not one_case or len(m[1]) >= CAPITALS_PLACE)
-                    and (caps or capitalised or WHEN_AFTER.match(low, m.end(1)) is not None)  # "was in wertingen on 3/2"
-                    and self._after_moving(low, m)
+                elif (not one_case or len(m[1]) >= CAPITALS_PLACE) and (
+                    # "was in wertingen on 3/2", or at a clause's end after a stay: "works in wertingen, contactable"
+                    ((caps or capitalised or WHEN_AFTER.match(low, m.end(1)) is not None) and self._after_moving(low, m))
+                    or (one_case and CLAUSE_END.match(low, m.end(1)) is not None and self._after(self._staying, low, m))
                 ):
                     end = m.end(1) if one_case else self._capitalised_run(text, m.start(1))
                     spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
@@ -449,8 +450,13 @@ class PlaceDetector:
 
     def _after_moving(self, low: str, cue: re.Match[str]) -> bool:
         """Whether a verb of moving or a stay's phrase stands right before the cue ("transferred to", "was in")."""
-        moving = self._moving.get(cue[0].strip())
-        return moving is not None and moving.search(low, max(0, cue.start() - 16), cue.start()) is not None
+        return self._after(self._moving, low, cue)
+
+    @staticmethod
+    def _after(phrases: dict[str, re.Pattern[str]], low: str, cue: re.Match[str]) -> bool:
+        """Whether one of the words that `phrases` gives for the cue stands right before it."""
+        before = phrases.get(cue[0].strip())
+        return before is not None and before.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, caps: bool, cue: re.Match[str], spans: list[Span]) -> None:
         """A town of `_moving_towns` after a verb of moving or a stay's phrase and its cue:
@@ -991,6 +997,15 @@ class PlaceDetector:
 
 
 _first = itemgetter(0)
+
+
+def _words_before(before: dict[str, set[str]], phrases: Iterable[str]) -> dict[str, re.Pattern[str]]:
+    """Per cue, a pattern of the words that may stand right before it: those given, and each
+    phrase's words before its last word, the cue ("works" of "works in")."""
+    for phrase in phrases:
+        words, _, cue = phrase.rpartition(" ")
+        before.setdefault(cue, set()).add(words)
+    return {cue: re.compile(rf"(?<![\w'/]){alternation(words)}$") for cue, words in before.items()}
 
 
 def _tokens_before(text: str, end: int, most: int) -> list[tuple[int, int]]:
