@@ -389,6 +389,7 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
     [
         ("husband evans informed; nephew THOMPSON on 3/4; brought in by brother hussein", {"evans", "THOMPSON", "hussein"}),
         ("wife brown at bedside; son english speaking; daughter smith aware", set()),  # words too
+        ("son accompanies pt to clinic; dtr quellmores called", {"quellmores"}),  # a rare verb's -s form is no name
     ],
 )
 def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):

@@ -443,7 +443,7 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     ("jenna", "DON"), a surname that is not common English or that English spells only
     Capitalised ("EVANS", "hussein": vocabulary.proper_name), or a word rare in English ("margo")
     that is neither as short as an abbreviation (three letters: "poa", "PCP") nor has a verb's
-    ending.
+    ending ("trached", "resides").
     `first`: in capitals or lower case, first names only (a list's later names, after MOM);
     `strict`: first names and surnames only (a name's later words)."""
     word, lower = tokens.words[j], tokens.lowers[j]
@@ -462,7 +462,21 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
         return False
     if lower in d.words["last"]:
         return rank >= COMMON_RANK or proper_name(lower)
-    return not strict and (rank >= RARE_RANK or proper_name(lower)) and len(word) > 3 and not VERB_FORM.search(lower)
+    return (
+        not strict
+        and (rank >= RARE_RANK or proper_name(lower))
+        and len(word) > 3
+        and not VERB_FORM.search(lower)
+        and not _third_person(lower, d)
+    )
+
+
+def _third_person(lower: str, d: Dictionaries) -> bool:
+    """Whether a word is a verb's -s form whose stem English uses ("resides", "accompanies",
+    "manages" after "son"), which a note's subject takes, not a name."""
+    if not lower.endswith("s"):
+        return False
+    return any(d.english_rank.get(stem, RARE_RANK) < RARE_RANK for stem in (lower[:-1], lower[:-2], lower[:-3] + "y"))
 
 
 FUNCTION_RANK = 500  # first names among the 500 most frequent English words ("guy", "else") are words there
