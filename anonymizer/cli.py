@@ -10,12 +10,14 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 from importlib import metadata
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -168,6 +170,22 @@ def main(
     ctx.call_on_close(remove_log_handlers)
 
 
+def stop_on_sigterm(progress: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """`progress`, raising KeyboardInterrupt after the batch (or patient) it reports once SIGTERM
+    has come: a scheduler's stop ends a run as Ctrl-C does, marked interrupted, but never inside
+    a target transaction, where it could leave the target unable to record how the run ended."""
+    requested = threading.Event()
+    if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
+        signal.signal(signal.SIGTERM, lambda signum, frame: requested.set())
+
+    def advance(n: int, total: int) -> None:
+        progress(n, total)
+        if requested.is_set():
+            raise KeyboardInterrupt
+
+    return advance
+
+
 class LineProgress:
     """Progress as timestamped lines every `interval` seconds: `run: 12,500 of 100,000 notes, 1,234 notes/s`."""
 
@@ -253,7 +271,7 @@ def run(
             batch_size=batch_size,
             limit=limit,
             dry_run=dry_run,
-            progress=advance,
+            progress=stop_on_sigterm(advance),
             workers=workers or default_workers(),
         )
     except ConfigError as exc:
@@ -362,7 +380,8 @@ def reprocess(
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
         summary = reprocess_job(
-            load_config(config), ids, changed=changed, progress=lines, workers=workers or default_workers(), refuse_unknown=True
+            load_config(config), ids, changed=changed, progress=stop_on_sigterm(lines), workers=workers or default_workers(),
+            refuse_unknown=True,
         )
     except ConfigError as exc:
         raise fail(str(exc)) from None

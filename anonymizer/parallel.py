@@ -239,7 +239,8 @@ class Pool:
 
 def _serve(pipe: Connection, initializer: Callable, initargs: tuple) -> None:
     """A worker: run each task the pipe brings, and send back (True, result) or (False, exception)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C and a scheduler's stop are the main process's to handle
+        signal.signal(stop, signal.SIG_IGN)
     initializer(*initargs)
     while (task := pipe.recv()) is not None:
         fn, args = task

@@ -175,6 +175,9 @@ def reprocess(
             if progress:
                 progress(1, len(patients))
         status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
         summary.seconds = time.perf_counter() - started
         target.finish_run(summary.run_id, status, summary.done, summary.skipped, summary.failed)

@@ -53,15 +53,14 @@ def test_a_list_file_that_is_not_utf8_text_is_one_line_naming_the_file_and_line(
     assert not (tmp_path / "target.db").exists()
 
 
-@pytest.mark.parametrize("command", ["run", "reprocess"])
-def test_a_killed_worker_is_one_error_line_exit_2_and_a_failed_run(databases, tmp_path, command):
-    """kill -9 of a pool worker (the OOM killer): not a BrokenProcessPool traceback."""
+def started_with_workers(databases, tmp_path, command: str):
+    """`command` (run or reprocess) on 4,000 notes with 2 workers, once both workers are up:
+    the process, its workers and what a test checks afterwards."""
     import random
-    import signal
     import time
 
     from tests.conftest import create_hospital
-    from tests.servers import check_every_note_once, query, write_config
+    from tests.servers import write_config
     from tests.test_crash import descendants, hospital
 
     source, target = databases.url("sqlite", "src"), databases.url("sqlite", "dst")
@@ -79,13 +78,43 @@ def test_a_killed_worker_is_one_error_line_exit_2_and_a_failed_run(databases, tm
     while len(workers) < 2 and process.poll() is None and time.monotonic() < deadline:
         workers = descendants(process.pid)
         time.sleep(0.05)
-    assert process.poll() is None, "the run ended before a worker could be killed"
+    assert process.poll() is None, "the run ended before both workers were seen"
+    return process, workers, config, source, target
+
+
+@pytest.mark.parametrize("command", ["run", "reprocess"])
+def test_a_killed_worker_is_one_error_line_exit_2_and_a_failed_run(databases, tmp_path, command):
+    """kill -9 of a pool worker (the OOM killer): not a BrokenProcessPool traceback."""
+    import signal
+
+    from tests.servers import check_every_note_once, query
+
+    process, workers, config, source, target = started_with_workers(databases, tmp_path, command)
     os.kill(min(workers)[0], signal.SIGKILL)  # a worker this test's run forked
     stderr = process.communicate(timeout=120)[1]
     assert process.returncode == 2, stderr
     lines = stderr.strip().splitlines()
     assert lines == [f"error: {command} failed: a worker process ended abruptly (killed, or out of memory); run again to continue"]
     assert query(target, "SELECT status FROM runs ORDER BY run_id")[-1] == ("failed",)
+    assert subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(config), "-w", "1"]).returncode == 0
+    check_every_note_once(source, target)
+
+
+@pytest.mark.parametrize("command", ["run", "reprocess"])
+def test_sigterm_interrupts_a_run_as_ctrl_c_does_and_leaves_no_worker(databases, tmp_path, command):
+    """A scheduler's stop (SIGTERM to the main process): the run is marked interrupted, its workers
+    end, and the next run continues."""
+    import signal
+
+    from tests.servers import check_every_note_once, query
+    from tests.test_crash import survivors
+
+    process, workers, config, source, target = started_with_workers(databases, tmp_path, command)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert query(target, "SELECT status FROM runs ORDER BY run_id")[-1] == ("interrupted",)
+    assert not survivors(workers)
     assert subprocess.run([sys.executable, "-m", "anonymizer", "run", "-c", str(config), "-w", "1"]).returncode == 0
     check_every_note_once(source, target)
 
