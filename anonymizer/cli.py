@@ -5,6 +5,7 @@ Exit statuses: 0 done, 1 findings (audits), 2 usage, configuration or connection
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -17,7 +18,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Optional, TextIO
+from typing import Callable, Iterator, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -170,20 +171,27 @@ def main(
     ctx.call_on_close(remove_log_handlers)
 
 
-def stop_on_sigterm(progress: Callable[[int, int], None]) -> Callable[[int, int], None]:
+@contextlib.contextmanager
+def stop_on_sigterm(progress: Callable[[int, int], None]) -> Iterator[Callable[[int, int], None]]:
     """`progress`, raising KeyboardInterrupt after the batch (or patient) it reports once SIGTERM
     has come: a scheduler's stop ends a run as Ctrl-C does, marked interrupted, but never inside
-    a target transaction, where it could leave the target unable to record how the run ended."""
+    a target transaction, where it could leave the target unable to record how the run ended.
+    The process's own SIGTERM handler is back when the block ends (a program calling the CLI)."""
     requested = threading.Event()
-    if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
-        signal.signal(signal.SIGTERM, lambda signum, frame: requested.set())
 
     def advance(n: int, total: int) -> None:
         progress(n, total)
         if requested.is_set():
             raise KeyboardInterrupt
 
-    return advance
+    if threading.current_thread() is not threading.main_thread():  # Python sets handlers only there
+        yield progress
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: requested.set())
+    try:
+        yield advance
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class LineProgress:
@@ -266,14 +274,15 @@ def run(
         bar.update(task, rate=f"{bar.tasks[task].completed / elapsed:,.0f}" if elapsed else "-")
 
     try:
-        summary = run_job(
-            load_config(config),
-            batch_size=batch_size,
-            limit=limit,
-            dry_run=dry_run,
-            progress=stop_on_sigterm(advance),
-            workers=workers or default_workers(),
-        )
+        with stop_on_sigterm(advance) as progress:
+            summary = run_job(
+                load_config(config),
+                batch_size=batch_size,
+                limit=limit,
+                dry_run=dry_run,
+                progress=progress,
+                workers=workers or default_workers(),
+            )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:  # a database failed mid-run: one line, no data; the run is marked failed
@@ -379,10 +388,10 @@ def reprocess(
             ids += [line.strip() for line in read_text_file(patients_from, "--patients-from").splitlines() if line.strip()]
         if not ids and not changed:
             raise ConfigError("give --patient, --patients-from or --changed")
-        summary = reprocess_job(
-            load_config(config), ids, changed=changed, progress=stop_on_sigterm(lines), workers=workers or default_workers(),
-            refuse_unknown=True,
-        )
+        with stop_on_sigterm(lines) as progress:
+            summary = reprocess_job(
+                load_config(config), ids, changed=changed, progress=progress, workers=workers or default_workers(), refuse_unknown=True
+            )
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except DBAPIError as exc:

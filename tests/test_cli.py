@@ -16,6 +16,14 @@ def test_run_prints_a_summary_and_exits_0(hospital):
     assert "anonymized" in result.stdout and "notes/s" in result.stdout
 
 
+def test_a_run_called_in_process_gives_back_the_programs_sigterm_handler(hospital):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert runner.invoke(app, ["run", "--config", str(hospital)]).exit_code == 0
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_configuration_errors_exit_2_with_one_line(hospital, tmp_path):
     hospital.write_text(hospital.read_text().replace('text = "body"', 'text = "bodyy"'))
     for args in (["run", "--config", str(hospital)], ["run", "--config", str(tmp_path / "none.toml")]):
