@@ -31,6 +31,17 @@ PROPER_NOUNS = CLASSIFIER_DATA / "proper_nouns.txt"  # what the English dictiona
 PLAIN_RANK = 10_000  # the classifier takes no word among the 10,000 most frequent for a name (plain_word)
 SWAPPED_LENGTH = 5  # a word this long with two adjacent letters swapped is still that word (SwappedWords)
 _TOKEN = regex.compile(r"[^\W_]+")
+# Words that announce a relative's name ("dtr jenna", "WIFE MARGO"): never a name, nor initials.
+RELATIVE_CUES = frozenset({
+    "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "hb", "spouse", "partner",
+    "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
+    "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
+    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
+})
+# People around the patient who are neither relatives nor staff: their names are NAME.
+SOCIAL_CUES = frozenset({
+    "friend", "friends", "neighbour", "neighbor", "neighbours", "neighbors", "fdw", "maid", "helper", "caregiver", "carer",
+})
 
 
 @lru_cache(maxsize=1)
@@ -158,7 +169,13 @@ class SwappedWords:
         return bool(candidates) and word not in name_words() and any(OSA.distance(word, c) == 1 for c in candidates)
 
 
+@lru_cache(maxsize=1)
+def demonyms() -> frozenset[str]:
+    """Nationalities and peoples, lower-cased (anonymizer/classifier/data/demonyms.txt)."""
+    return frozenset(read_word_list(CLASSIFIER_DATA / "demonyms.txt"))
+
+
 def never_a_name(word: str) -> bool:
     """Whether the classifier may never take a lower-cased word for a name: an ordinary English,
-    clinical or drug word that no name list holds."""
-    return plain_word(word) or clinical_word(word) or drug_word(word)
+    clinical or drug word, or a nationality ("Filipino"), that no name list holds."""
+    return plain_word(word) or clinical_word(word) or drug_word(word) or (word in demonyms() and word not in name_words())

@@ -360,6 +360,14 @@ def test_a_drug_or_a_kinship_word_is_never_taken_for_a_name():
     assert not vetoed(text, tokens, tokens.words.index("Allegra"), "DOCTOR", None)  # a brand that is a given name too
 
 
+def test_a_unit_after_a_number_and_a_slash_is_never_a_name():
+    text = "PR 103/min, O2 2L/min; Tan/Min aware; Filipino helper"
+    tokens = Tokens.of(text)
+    assert vetoed(text, tokens, 2, "PATIENT", None) and vetoed(text, tokens, 5, "PATIENT", None)
+    assert not vetoed(text, tokens, tokens.words.index("Min"), "PATIENT", None)
+    assert vetoed(text, tokens, tokens.words.index("Filipino"), "NAME", None)  # a nationality
+
+
 def test_a_count_or_a_time_is_never_taken_for_a_place():
     text = "Wife called x2. Lives in Towson; moved to Q7 at 0030h, back 2145hrs; lives at 1430 Elm St"
     tokens = Tokens.of(text)
@@ -368,6 +376,15 @@ def test_a_count_or_a_time_is_never_taken_for_a_place():
     assert not vetoed(text, tokens, tokens.words.index("1430"), "LOCATION", None)  # a house number
     assert not vetoed(text, tokens, tokens.words.index("Towson"), "LOCATION", None)
     assert not vetoed(text, tokens, tokens.words.index("Q7"), "LOCATION", None)  # a ward may be named so
+
+
+def test_a_headings_word_is_never_taken_for_a_place():
+    text = "Referred from Bedok Polyclinic\nPast Medical Hx: - IHD\nLives in Quimby: alone"
+    tokens = Tokens.of(text)
+    for word in ("Past", "Medical", "Hx"):
+        assert vetoed(text, tokens, tokens.words.index(word), "LOCATION", None)
+    for word in ("Bedok", "Quimby"):  # not a line's label, or after its first words
+        assert not vetoed(text, tokens, tokens.words.index(word), "LOCATION", None)
 
 
 @pytest.mark.parametrize(
@@ -390,6 +407,8 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
         ("husband evans informed; nephew THOMPSON on 3/4; brought in by brother hussein", {"evans", "THOMPSON", "hussein"}),
         ("wife brown at bedside; son english speaking; daughter smith aware", set()),  # words too
         ("son accompanies pt to clinic; dtr quellmores called", {"quellmores"}),  # a rare verb's -s form is no name
+        ("daughter manages finances; son resides abroad", set()),  # nor two of them, as a name's two words
+        ("daughter mary williams called", {"mary", "williams"}),  # a listed surname ending in s is one
     ],
 )
 def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):
@@ -486,6 +505,37 @@ def test_a_connector_between_two_parts_of_a_name_goes_with_them():
         flagged[k] = "DOCTOR"
     added = postprocess.extend_names(text, tokens, flagged)
     assert {tokens.words[k] for k in added} == {"binte"} and list(added) == [2]  # not before "pending", nor after "son"
+
+
+@pytest.mark.parametrize(
+    ("text", "found", "expected"),
+    [
+        ("Patient Muhammad Firdaus bin Abdullah, 45M", "Abdullah", {"Muhammad", "Firdaus", "bin"}),
+        ("Seen with Ravi s/o Kumar today", "Kumar", {"Ravi", "s", "o"}),
+        ("Seen with Ravi s/o Kumar today", "Ravi", {"s", "o", "Kumar"}),
+        ("put in sharps Bin, Tan aware; bin Tan", "Tan", set()),  # no connector: capitalised, or no name beyond it
+    ],
+)
+def test_a_name_goes_on_past_its_connector(text, found, expected):
+    tokens = Tokens.of(text)
+    flagged = [None] * len(tokens)
+    for k in [k for k, word in enumerate(tokens.words) if word == found]:
+        flagged[k] = "NAME"
+    assert {tokens.words[k] for k in postprocess.extend_names(text, tokens, flagged)} == expected
+
+
+def test_a_role_written_as_a_title_is_no_part_of_the_name():
+    text = "Attended by Nurse Clinician Jane Ong; Fellow Lindqvist saw pt"
+    tokens = Tokens.of(text)
+    flagged = [("DOCTOR" if word in ("Jane", "Lindqvist") else None) for word in tokens.words]
+    assert {tokens.words[k] for k in postprocess.extend_names(text, tokens, flagged)} == {"Ong"}
+
+
+def test_names_joined_by_a_slash_go_together_but_not_a_department():
+    text = "Halvorsen/Brackett aware; Dr Quimby/Cardiology aware; Dr Tan/reg/ENT"
+    tokens = Tokens.of(text)
+    flagged = [("DOCTOR" if word in ("Brackett", "Quimby", "Tan") else None) for word in tokens.words]
+    assert {tokens.words[k] for k in postprocess.extend_names(text, tokens, flagged)} == {"Halvorsen"}
 
 
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):

@@ -12,6 +12,7 @@ from anonymizer.vocabulary import (
     english_rank,
     inflected_word,
     name_words,
+    never_a_name,
     plain_word,
     proper_name,
 )
@@ -61,6 +62,12 @@ def test_drug_names(word: str) -> None:
 def test_names_and_other_words_are_no_drug_names(word: str) -> None:
     """A brand that a name list holds ("Allegra") stays a possible name."""
     assert not drug_word(word)
+
+
+@pytest.mark.parametrize(("word", "never"), [("filipino", True), ("indonesian", True), ("dutch", False), ("philippine", False)])
+def test_a_nationality_is_never_a_name_unless_a_name_list_holds_it(word: str, never: bool) -> None:
+    """"FDW (Filipino)", "Indonesian helper"; "Dutch" is a surname too, "Philippine" a given name."""
+    assert never_a_name(word) is never
 
 
 @pytest.mark.parametrize("word", ["suctioned", "extubated", "turning"])

@@ -37,7 +37,7 @@ from scipy import sparse
 from anonymizer.budget import check
 from anonymizer.classifier import postprocess
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
-from anonymizer.classifier.features import EDGES, GROUPS, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
+from anonymizer.classifier.features import EDGES, GROUPS, HEADING_AT_START, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
 from anonymizer.detectors import names_a_colour
 from anonymizer.detectors.honorifics import CONTRACTION
@@ -489,9 +489,10 @@ def vetoed(
     ("tan-coloured"), a kinship word
     ("health care PROXY", the "law" of "son-in-law": postprocess.kinship), an eponym or a
     possessive's "s" taken for a name or a place ("Bell's palsy", "Foley catheter":
-    anonymizer.classifier.eponyms; "pt's"), a ward, a bed, a count, a time or an article taken for a place
-    ("Ward 7A", "called x2", "at 0030h", "in a house"), what cannot be a date or a phone (not_a_number), or a number the rules' context
-    exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
+    anonymizer.classifier.eponyms; "pt's"), a ward, a bed, a count, a time, an article or a
+    heading's word taken for a place ("Ward 7A", "called x2", "at 0030h", "in a house", "Past
+    Medical Hx:": in_heading), what cannot be a date or a phone (not_a_number), or a number the
+    rules' context exceptions drop ("3/12 ago", "GCS 15/15").  `runs`: joined_run's memory for the note."""
     return (
         postprocess.a_title(tokens, i, category)
         or (
@@ -508,10 +509,27 @@ def vetoed(
         or (category in EPONYM_CATEGORIES and (possessive(tokens, i) or eponymous(text, tokens, i, load_eponyms(), postprocess.titles())))
         or (
             category in postprocess.PLACE_CATEGORIES
-            and (a_unit(tokens, i) or COUNT.fullmatch(tokens.lowers[i]) is not None or tokens.lowers[i] in ARTICLES)
+            and (
+                a_unit(tokens, i)
+                or COUNT.fullmatch(tokens.lowers[i]) is not None
+                or tokens.lowers[i] in ARTICLES
+                or in_heading(text, tokens.starts[i])
+            )
         )
         or bool(excused and excused(text, *joined_run(text, tokens, i, runs), category))
     )
+
+
+PLACE_CUES = frozenset({"in", "from", "to", "at", "of"})  # words before a place
+
+
+def in_heading(text: str, start: int) -> bool:
+    """Whether the word at `start` is in the label opening its line, as a section's heading
+    writes it ("Past Medical Hx:", "Social:"): a heading names a section, never a place; but a
+    label with a place's preposition may name one ("Lives in Quimby:", "Transferred from Mercy:")."""
+    line = text.rfind("\n", 0, start) + 1
+    heading = HEADING_AT_START.match(text, line)
+    return heading is not None and start < heading.end(1) and PLACE_CUES.isdisjoint(heading[1].lower().split())
 
 
 def not_a_number(text: str, tokens: Tokens, i: int, category: str, runs: dict[int, tuple[int, int]] | None = None) -> bool:
@@ -562,7 +580,8 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
     """Whether token i, taken for a name, is a credential ("RN", "R.N."), a word of a contraction
     ("DON'T", the "m" of "I'm"), a word with a digit ("30am", "2MG": no name has one), the pronoun "I" (an initial
     has its period: "I."), a letter of an abbreviation written with a slash or an ampersand ("d/t",
-    "D/C", "w/", "O&G"), a heading's letter in a note written in SOAP or DAR sections ("O: see
+    "D/C", "w/", "O&G"), a unit after a number and a slash ("103/min"), a heading's letter in a
+    note written in SOAP or DAR sections ("O: see
     flowsheet", "A: Bronch done"), or an English word in lower case in a Capitalising note
     (lower_case_word)."""
     word = tokens.words[i]
@@ -574,6 +593,8 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
         return True
     if word.islower() and capitalising(text) and lower_case_word(tokens, i):
         return True
+    if i > 0 and tokens.gaps[i] == "/" and any(c.isdigit() for c in tokens.words[i - 1]):
+        return True  # a unit after a number: "PR 103/min", "2L/min"
     start, end = joined_run(text, tokens, i, runs)
     return text[start:end].replace(".", "").lower() in postprocess.credentials()
 

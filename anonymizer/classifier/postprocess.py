@@ -31,7 +31,15 @@ from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
 from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
-from anonymizer.vocabulary import SwappedWords, chinese_name_parts, drug_word, name_words, proper_name
+from anonymizer.vocabulary import (
+    RELATIVE_CUES,
+    SOCIAL_CUES,
+    SwappedWords,
+    chinese_name_parts,
+    name_words,
+    never_a_name,
+    proper_name,
+)
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
@@ -45,21 +53,12 @@ PLACE_CONNECTORS = frozenset({
     "baru",
 })
 # Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna", "hb bala").
-RELATIVE_CUES = frozenset({
-    "son", "sons", "daughter", "daughters", "dtr", "dtrs", "wife", "husband", "hubby", "hb", "spouse", "partner",
-    "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
-    "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
-    "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
-})
-# People around the patient who are neither relatives nor staff: their names are NAME.
-SOCIAL_CUES = frozenset({
-    "friend", "friends", "neighbour", "neighbor", "neighbours", "neighbors", "fdw", "maid", "helper", "caregiver", "carer",
-})
 CUES = RELATIVE_CUES | SOCIAL_CUES
 # Words that end a name after a cue although no dictionary calls them common: "son tan hp 9123".
 NAME_END = frozenset({"hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from"})
 # Connectors inside a name ("Rahman bin Roslan", "KAMALA D/O GANESH"): rules/name_connectors.txt's, as tokens.
 NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
+SLASHED_CONNECTORS = frozenset({"s/o", "d/o", "a/l", "a/p"})  # "Ravi s/o Kumar": two tokens and a slash
 # Particles inside a surname, up to two in a row ("van der Berg", "de la Cruz", "von Holt").
 PARTICLES = frozenset({"van", "von", "der", "den", "de", "da", "di", "del", "della", "la", "le", "du", "dos", "das"})
 SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
@@ -107,6 +106,13 @@ def credentials() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
+def role_titles() -> frozenset[str]:
+    """The clinicians' roles of rules/honorifics.toml written as titles, of one word ("nurse",
+    "fellow", "clinician"): before a name, never part of it ("Nurse Clinician Jane Ong")."""
+    return frozenset(w.casefold() for w in _honorific_rules()["role_titles"] if " " not in w and "-" not in w)
+
+
+@lru_cache(maxsize=1)
 def swapped_stop_words() -> SwappedWords:
     """The stop words of rules/honorifics.toml with two letters swapped ("dr reveiw"): never a name
     unless Capitalised ("Dr Thier")."""
@@ -126,7 +132,10 @@ def a_title(tokens: Tokens, i: int, category: str) -> bool:
 
 def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
     word = tokens.words[i]
-    if not word.isalpha() or tokens.lowers[i] in titles() or tokens.lowers[i] in credentials() or CONTRACTION.match(text, tokens.ends[i]):
+    lower = tokens.lowers[i]
+    if not word.isalpha() or lower in titles() or lower in role_titles() or lower in credentials():
+        return False
+    if CONTRACTION.match(text, tokens.ends[i]):
         return False
     if len(word) == 1:
         # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
@@ -135,8 +144,7 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
         if word == "I" and after != ".":
             return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
-    lower = tokens.lowers[i]
-    if _common_as_written(word, lower, dictionaries) or lower in dictionaries.words["med"] or drug_word(lower) or kinship(tokens, i):
+    if _common_as_written(word, lower, dictionaries) or lower in dictionaries.words["med"] or never_a_name(lower) or kinship(tokens, i):
         return False
     if not all_caps and word.isupper() and len(word) <= ABBREVIATION_LENGTH and lower not in name_words():
         return False  # in mixed case, capitals of a short word no name list holds: "Prakash NRIC", "TCU Wang", "DrNg MCR"
@@ -180,11 +188,24 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
             while 0 <= j < n and flagged[j] is None and j not in added:
                 left = min(j, j - step)
                 gap = tokens.gaps[left + 1]
-                hyphenated = gap == "-" and _written_alike(tokens.words[left], tokens.words[left + 1])  # "Choo-Soon"
-                if "\n" in gap or (len(gap.strip(" .")) > 0 and not (hyphenated or _elided(tokens, left))):
+                # "Choo-Soon"; names joined by a slash, as a list of a team writes them ("Halvorsen/Brackett")
+                joined = gap in ("-", "/") and _written_alike(tokens.words[left], tokens.words[left + 1])
+                if "\n" in gap or (len(gap.strip(" .")) > 0 and not (joined or _elided(tokens, left))):
                     break
                 if "." in gap and len(tokens.words[left]) > 1:
                     break  # a period ends a sentence ("Dr. Okafor. Await PT eval"), unless after an initial ("E. Nessenson")
+                k = _connector(tokens, j, step, all_caps)
+                if k:  # "Muhammad Firdaus bin Abdullah", "Ravi s/o Kumar": the name goes on past it
+                    beyond = j + k * step
+                    if not (0 <= beyond < n and tokens.gaps[max(beyond, beyond - step)] == " "):
+                        break
+                    if flagged[beyond] not in NAME_CATEGORIES and not (
+                        flagged[beyond] is None and _name_like(text, tokens, beyond, d, all_caps)
+                    ):
+                        break
+                    added.update(dict.fromkeys(range(j, beyond, step), category))
+                    j = beyond
+                    continue
                 if not (_elided(tokens, j) or _name_like(text, tokens, j, d, all_caps)):
                     break
                 added[j] = category
@@ -192,11 +213,23 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
         j = _after_and(text, tokens, i)
         if j is not None and flagged[j] is None and j not in added and _name_like(text, tokens, j, d, all_caps):
             added[j] = category  # "Both Imelda and Oswin are his proxies"
-    for k in [k for k in range(1, n - 1) if tokens.lowers[k] in NAME_CONNECTORS and flagged[k] is None and k not in added]:
-        before, after = added.get(k - 1, flagged[k - 1]), added.get(k + 1, flagged[k + 1])
-        if before in NAME_CATEGORIES and after == before and tokens.gaps[k] == tokens.gaps[k + 1] == " ":
-            added[k] = before  # "Farah binte Mohd Firdaus" found in two parts: the connector between them too
     return added
+
+
+def _connector(tokens: Tokens, j: int, step: int, all_caps: bool) -> int:
+    """How many tokens a name's connector at token j takes, read in the direction of `step`: 1 for
+    "bin", "binte", "bte" in lower case (in capitals in a note in capitals: "trash Bin" is none), 2
+    for "s/o", "d/o", "a/l", "a/p" (its two letters and the slash), 0 for anything else."""
+    word = tokens.words[j]
+    if not (word.islower() or (all_caps and word.isupper())):
+        return 0
+    if tokens.lowers[j] in NAME_CONNECTORS:
+        return 1
+    k = j + step
+    first, second = (k, j) if step < 0 else (j, k)
+    if not (0 <= first and second < len(tokens) and tokens.gaps[second] == "/"):
+        return 0
+    return 2 if f"{tokens.lowers[first]}/{tokens.lowers[second]}" in SLASHED_CONNECTORS else 0
 
 
 def _elided(tokens: Tokens, i: int) -> bool:
@@ -322,6 +355,7 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
         and (lower not in d.words["med"] or _ward_word_as_name(word, lower))  # "S L Neo", not "on neo"
         and lower not in titles()
         and not VERB_FORM.search(lower)
+        and not _third_person(lower, d)
     )
 
 
@@ -473,8 +507,9 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
 
 def _third_person(lower: str, d: Dictionaries) -> bool:
     """Whether a word is a verb's -s form whose stem English uses ("resides", "accompanies",
-    "manages" after "son"), which a note's subject takes, not a name."""
-    if not lower.endswith("s"):
+    "manages finances" after "son"), which a note's subject takes, not a name: none that a name
+    list holds ("Williams", "Roberts")."""
+    if not lower.endswith("s") or lower in d.words["first"] or lower in d.words["last"]:
         return False
     return any(d.english_rank.get(stem, RARE_RANK) < RARE_RANK for stem in (lower[:-1], lower[:-2], lower[:-3] + "y"))
 

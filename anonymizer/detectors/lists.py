@@ -40,7 +40,7 @@ from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.settings import DetectorsConfig, read_text_file
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import PLAIN_RANK, clinical_words, english_rank
+from anonymizer.vocabulary import PLAIN_RANK, RELATIVE_CUES, SOCIAL_CUES, clinical_words, english_rank
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,9 @@ _TITLE_GAP = re.compile(r"\.?:?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee", "o
 _LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
-_INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,3})[^\S\r\n]*\Z")
+# Before a name, undotted initials are two capitals at most: three are an abbreviation far more
+# often ("TCU Anitha", "NOK Mary", "ICU Tan") than a person's initials ("KH Lim", "K.H.B. Lim").
+_INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,2})[^\S\r\n]*\Z")
 # Initials of any case before a surname: "x w quek", "c.j. sng", "cj sng" (see StaffDirectory.initials).
 _ANY_INITIALS_BEFORE = re.compile(r"(?<![\w.])(?:[^\W\d_]\.?[^\S\r\n]?){1,3}[^\S\r\n]*\Z|(?<![\w.])[^\W\d_]{2,3}[^\S\r\n]+\Z")
 _LONE_WORDS = frozenset({"a", "i"})  # a single letter that is a word, never an initial alone
@@ -279,7 +281,8 @@ class StaffDirectory:
         ordinary = common + [w for w in frequent if w not in given]
         connectors = {c.casefold() for c in read_word_list(rules_dir / "name_connectors.txt")}
         entries = [" ".join(w for w in e.split() if w.casefold() not in connectors) for e in entries]
-        return cls(entries, vocabulary, ordinary, common, threshold, [w for w in frequent if w in given])
+        abbreviations = [*common, *RELATIVE_CUES, *SOCIAL_CUES]  # "FDW Maria", "NOK Tan": no initials
+        return cls(entries, vocabulary, ordinary, abbreviations, threshold, [w for w in frequent if w in given])
 
     def keys(self) -> set[str]:
         """What the lists' trie must find for the directory: its parts, titles, roles and glued titles."""

@@ -108,6 +108,15 @@ def _diminutive(name: str) -> str:
     return ""
 
 
+UNIT_REACH = 12  # how far back a unit's number is looked for
+NUMBER_BEFORE_SLASH = regex.compile(r"\d[^\W_]*/\Z")  # "103/", "2L/": a word with a digit, then the slash
+
+
+def _unit_after_number(text: str, start: int) -> bool:
+    """Whether the word at `start` follows a number and a slash, as a unit does ("103/min", "2L/min")."""
+    return text[start - 1 : start] == "/" and NUMBER_BEFORE_SLASH.search(text, max(0, start - UNIT_REACH), start) is not None
+
+
 def _line_starts(text: str) -> Iterable[int]:
     """Where each line of `text` starts."""
     yield 0
@@ -302,6 +311,8 @@ class RecordNames:
             ]
         if "olo" in text or "OLO" in text:  # "tan-coloured sputum", "Tan-Coloured" for a patient named Tan
             flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
+        if "/" in text:  # "PR 103/min" for a patient named Min: a unit after a number and a slash
+            flagged = [hit and not _unit_after_number(text, start) for (start, _, _), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)

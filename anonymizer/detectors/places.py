@@ -289,6 +289,9 @@ class PlaceDetector:
         # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
         word = f"({TOWN_WORD})"
         self._cue = re.compile(rf" (?:{alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
+        # The same with "the" before the word: an institution called by its name alone ("transferred
+        # to the Brigham", "admitted to the Deaconess").
+        self._cue_the = re.compile(rf" (?:{alternation(rules.cues)})[ \t]+the(?=[ \t]+{word})")
         # ", " then a state's postal code in capitals or its name in any case: the town before it.
         variants = [v for n in rules.states for v in (n, n.title(), n.upper())]
         self._state = re.compile(rf",[ \t]?{alternation([*rules.states.values(), *variants])}(?![\w-])")
@@ -397,6 +400,10 @@ class PlaceDetector:
                 ):
                     end = m.end(1) if one_case else self._capitalised_run(text, m.start(1))
                     spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
+        if not caps and " the " in low:  # "transferred to the Brigham": Capitalised, after a verb of moving
+            for m in self._cue_the.finditer(low):
+                if self._unknown(m[1]) and titlecase(text[m.start(1) : m.end(1)]) and self._after_moving(low, m):
+                    spans.append(Span(m.start(1), self._capitalised_run(text, m.start(1)), "LOCATION", name, "after_transfer"))
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
             if not caps:  # it may have more words than a listed town ("Cape Elizabeth")
@@ -455,7 +462,7 @@ class PlaceDetector:
     @staticmethod
     def _after(phrases: dict[str, re.Pattern[str]], low: str, cue: re.Match[str]) -> bool:
         """Whether one of the words that `phrases` gives for the cue stands right before it."""
-        before = phrases.get(cue[0].strip())
+        before = phrases.get(cue[0].split()[0])
         return before is not None and before.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, caps: bool, cue: re.Match[str], spans: list[Span]) -> None:
