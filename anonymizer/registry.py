@@ -167,15 +167,19 @@ class DetectorRegistry:
         return rules, classifier
 
 
-def record_detectors(rules_dir: Path, name_threshold: float, date_pattern: regex.Pattern[str]) -> list[Detector]:
+def record_detectors(
+    rules_dir: Path, name_threshold: float, date_pattern: regex.Pattern[str], excused: Callable[[str, int, int, str], bool] | None = None
+) -> list[Detector]:
     """The detectors of the patient's own record: names (and relatives') with their spelling
     variants and nicknames, then its IDs, phones, dates and addresses (whole, and in parts).  The
-    run, ``audit leaks`` and the surrogate replacer's leak check all use these."""
-    return [*RecordNames.pair(rules_dir, name_threshold), RecordValues(date_pattern=date_pattern)]
+    run, ``audit leaks`` and the surrogate replacer's leak check all use these; the run's dates
+    obey the rules' context exceptions (`excused`: "fever 4/7" is a duration), the leak checks'
+    do not (they fail closed)."""
+    return [*RecordNames.pair(rules_dir, name_threshold), RecordValues(date_pattern=date_pattern, excused=excused)]
 
 
 def _record(c: BuildContext) -> list[Detector]:
-    return record_detectors(c.rules_dir, c.detectors.name_threshold, c.patterns.date_pattern)
+    return record_detectors(c.rules_dir, c.detectors.name_threshold, c.patterns.date_pattern, c.patterns.excused)
 
 
 def _honorific(c: BuildContext) -> list[Detector]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import regex
 from dateutil import parser as dateutil_parser
@@ -137,9 +137,16 @@ class _Index:
 class RecordValues:
     """Flags the record's identifiers, phone numbers, dates and addresses in any rendering."""
 
-    def __init__(self, date_pattern: regex.Pattern[str], abbreviations: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        date_pattern: regex.Pattern[str],
+        abbreviations: dict[str, str] | None = None,
+        excused: Callable[[str, int, int, str], bool] | None = None,
+    ) -> None:
         self.name = "record"
         self._date_pattern = date_pattern
+        # the rules' context exceptions ("fever 4/7", "x 1/12" are durations): PatternDetector.excused
+        self._excused = excused
         self._line_local = _line_local(date_pattern)
         self._forms = read_abbreviations() if abbreviations is None else abbreviations
         self._index = per_record(lambda record: _build_index(record, self._forms))
@@ -172,7 +179,8 @@ class RecordValues:
             for start, end in self._date_regions(text, index.day_strings):
                 for match in self._date_pattern.finditer(text, start, end):
                     if match.end() > match.start() and _is_record_date(match.group(), index):
-                        spans.append(Span(match.start(), match.end(), "DATE", self.name, "date"))
+                        if self._excused is None or not self._excused(text, match.start(), match.end(), "DATE"):
+                            spans.append(Span(match.start(), match.end(), "DATE", self.name, "date"))
         return spans
 
     def _date_regions(self, text: str, day_strings: Sequence[str]) -> list[tuple[int, int]]:
