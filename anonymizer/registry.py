@@ -172,9 +172,9 @@ def record_detectors(
 ) -> list[Detector]:
     """The detectors of the patient's own record: names (and relatives') with their spelling
     variants and nicknames, then its IDs, phones, dates and addresses (whole, and in parts).  The
-    run, ``audit leaks`` and the surrogate replacer's leak check all use these; the run's dates
-    obey the rules' context exceptions (`excused`: "fever 4/7" is a duration), the leak checks'
-    do not (they fail closed)."""
+    run, ``audit leaks`` and the surrogate replacer's leak check all use these; with `excused`
+    (the rules' context exceptions, as the run and the audit pass them) a date the exceptions drop
+    is no record date ("fever 4/7" is a duration)."""
     return [*RecordNames.pair(rules_dir, name_threshold), RecordValues(date_pattern=date_pattern, excused=excused)]
 
 
