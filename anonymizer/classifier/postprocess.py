@@ -58,7 +58,6 @@ CUES = RELATIVE_CUES | SOCIAL_CUES
 NAME_END = frozenset({"hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from"})
 # Connectors inside a name ("Rahman bin Roslan", "KAMALA D/O GANESH"): rules/name_connectors.txt's, as tokens.
 NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
-SLASHED_CONNECTORS = frozenset({"s/o", "d/o", "a/l", "a/p"})  # "Ravi s/o Kumar": two tokens and a slash
 # Particles inside a surname, up to two in a row ("van der Berg", "de la Cruz", "von Holt").
 PARTICLES = frozenset({"van", "von", "der", "den", "de", "da", "di", "del", "della", "la", "le", "du", "dos", "das"})
 SLASH_CONNECTORS = frozenset({("s", "o"), ("d", "o"), ("a", "l"), ("a", "p")})
@@ -229,7 +228,7 @@ def _connector(tokens: Tokens, j: int, step: int, all_caps: bool) -> int:
     first, second = (k, j) if step < 0 else (j, k)
     if not (0 <= first and second < len(tokens) and tokens.gaps[second] == "/"):
         return 0
-    return 2 if f"{tokens.lowers[first]}/{tokens.lowers[second]}" in SLASHED_CONNECTORS else 0
+    return 2 if (tokens.lowers[first], tokens.lowers[second]) in SLASH_CONNECTORS else 0
 
 
 def _elided(tokens: Tokens, i: int) -> bool:

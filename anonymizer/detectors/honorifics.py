@@ -113,6 +113,13 @@ class Honorific:
     given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, Capitalised in mixed-case text
 
 
+def surrogate_given_names(rules_dir: Path) -> list[str]:
+    """The given names of rules/surrogates/names.txt (Chinese, Malay, Indian and Western): the
+    classifier's list holds Western ones only."""
+    rows = (line.split("\t") for line in read_word_list(rules_dir / "surrogates" / "names.txt"))
+    return [row[-1] for row in rows if len(row) == 4 and row[1] == "given" and " " not in row[-1]]
+
+
 class HonorificDetector:
     """Flags the name tokens that follow a title such as "Dr", "Mdm" or "A/Prof"."""
 
@@ -251,7 +258,7 @@ class HonorificDetector:
             max_tokens=rules["max_tokens"],
             english=read_word_list(ENGLISH),
             medical=read_word_list(MEDICAL),
-            given_names=read_word_list(FIRST_NAMES),
+            given_names=[*read_word_list(FIRST_NAMES), *surrogate_given_names(rules_dir)],
             places=rules_dir / "places",
             # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
