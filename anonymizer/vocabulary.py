@@ -91,6 +91,15 @@ def chinese_name_parts() -> tuple[frozenset[str], frozenset[str]]:
 
 
 @lru_cache(maxsize=1)
+def surrogate_name_words() -> frozenset[str]:
+    """Every word of the surrogate names (rules/surrogates/names.txt), lower-cased: Chinese, Malay,
+    Indian and Western given names and surnames ("foo", "nur", "raju"), which the classifier's
+    name lists (Western) lack."""
+    names = (line.split("\t")[-1] for line in read_word_list(data_dir("rules") / "surrogates" / "names.txt"))
+    return frozenset(token.lower() for name in names for token in _TOKEN.findall(name))
+
+
+@lru_cache(maxsize=1)
 def proper_nouns() -> frozenset[str]:
     """The words hunspell-en-us spells only Capitalised, lower-cased (rules/build_common_words.py)."""
     return frozenset(read_word_list(PROPER_NOUNS))

@@ -409,6 +409,7 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
         ("son accompanies pt to clinic; dtr quellmores called", {"quellmores"}),  # a rare verb's -s form is no name
         ("daughter manages finances; son resides abroad", set()),  # nor two of them, as a name's two words
         ("daughter mary williams called", {"mary", "williams"}),  # a listed surname ending in s is one
+        ("neighbour foo checks daily; lives with niece nur; son mei at home", {"foo", "nur"}),  # names of other origins
     ],
 )
 def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):

@@ -39,6 +39,7 @@ from anonymizer.vocabulary import (
     name_words,
     never_a_name,
     proper_name,
+    surrogate_name_words,
 )
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
@@ -495,6 +496,9 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
         return False
     if lower in d.words["last"]:
         return rank >= COMMON_RANK or proper_name(lower)
+    _, syllables = chinese_name_parts()
+    if lower in surrogate_name_words() and lower not in syllables:
+        return rank >= COMMON_RANK  # "neighbour foo", "niece nur"; a Chinese given syllable alone is none ("son mei")
     return (
         not strict
         and (rank >= RARE_RANK or proper_name(lower))
