@@ -54,6 +54,14 @@ def english_rank() -> dict[str, int]:
 
 
 @lru_cache(maxsize=1)
+def surrogate_names() -> tuple[tuple[str, str, str], ...]:
+    """The surrogate names of rules/surrogates/names.txt as (origin, kind, name): ("chinese",
+    "family", "Tan"), ("indian", "given", "Meena")."""
+    rows = (line.split("\t") for line in read_word_list(data_dir("rules") / "surrogates" / "names.txt"))
+    return tuple((origin, kind, name) for origin, kind, _, name in rows)
+
+
+@lru_cache(maxsize=1)
 def name_words() -> frozenset[str]:
     """Every word of a name the project's lists hold, lower-cased: the classifier's first and last
     names, rules/nicknames.txt, the surrogate names (Chinese, Malay, Indian and Western given names
@@ -63,7 +71,7 @@ def name_words() -> frozenset[str]:
         *read_word_list(FIRST_NAMES),
         *read_word_list(CLASSIFIER_DATA / "last_names.txt"),
         *read_word_list(rules / "nicknames.txt"),
-        *(line.split("\t")[-1] for line in read_word_list(rules / "surrogates" / "names.txt")),
+        *(name for _, _, name in surrogate_names()),
         *read_word_list(rules / "name_connectors.txt"),
     ]
     return frozenset(token.lower() for line in lines for token in _TOKEN.findall(line))
@@ -83,8 +91,7 @@ def chinese_name_parts() -> tuple[frozenset[str], frozenset[str]]:
     """The Chinese surnames and the syllables of Chinese given names that the surrogate names
     hold (rules/surrogates/names.txt), lower-cased: ("tan", "yeo", ...), ("hock", "soon", "min", ...)."""
     parts: dict[str, set[str]] = {"family": set(), "given": set()}
-    for line in read_word_list(data_dir("rules") / "surrogates" / "names.txt"):
-        origin, kind, _, name = line.split("\t")
+    for origin, kind, name in surrogate_names():
         if origin == "chinese":
             parts[kind].update(token.lower() for token in _TOKEN.findall(name))
     return frozenset(parts["family"]), frozenset(parts["given"])
@@ -92,11 +99,9 @@ def chinese_name_parts() -> tuple[frozenset[str], frozenset[str]]:
 
 @lru_cache(maxsize=1)
 def surrogate_name_words() -> frozenset[str]:
-    """Every word of the surrogate names (rules/surrogates/names.txt), lower-cased: Chinese, Malay,
-    Indian and Western given names and surnames ("foo", "nur", "raju"), which the classifier's
-    name lists (Western) lack."""
-    names = (line.split("\t")[-1] for line in read_word_list(data_dir("rules") / "surrogates" / "names.txt"))
-    return frozenset(token.lower() for name in names for token in _TOKEN.findall(name))
+    """Every word of the surrogate names, lower-cased: Chinese, Malay, Indian and Western given
+    names and surnames ("foo", "nur", "raju"), which the classifier's name lists (Western) lack."""
+    return frozenset(token.lower() for _, _, name in surrogate_names() for token in _TOKEN.findall(name))
 
 
 @lru_cache(maxsize=1)

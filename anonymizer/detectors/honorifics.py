@@ -43,6 +43,7 @@ from anonymizer.vocabulary import (
     inflected_word,
     name_words,
     plain_word,
+    surrogate_names,
 )
 
 # A name does not continue over a line break: the next line of a note is usually a new field.
@@ -111,13 +112,6 @@ class Honorific:
     role: bool = False  # a clinician's role ("NP", "fellow"): only a Capitalised word that no dictionary holds is a name after it
     cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation, in mixed-case text only
     given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, Capitalised in mixed-case text
-
-
-def surrogate_given_names(rules_dir: Path) -> list[str]:
-    """The given names of rules/surrogates/names.txt (Chinese, Malay, Indian and Western): the
-    classifier's list holds Western ones only."""
-    rows = (line.split("\t") for line in read_word_list(rules_dir / "surrogates" / "names.txt"))
-    return [row[-1] for row in rows if len(row) == 4 and row[1] == "given" and " " not in row[-1]]
 
 
 class HonorificDetector:
@@ -258,7 +252,8 @@ class HonorificDetector:
             max_tokens=rules["max_tokens"],
             english=read_word_list(ENGLISH),
             medical=read_word_list(MEDICAL),
-            given_names=[*read_word_list(FIRST_NAMES), *surrogate_given_names(rules_dir)],
+            # the classifier's given names are Western: the surrogate lists' Chinese, Malay and Indian ones too
+            given_names=[*read_word_list(FIRST_NAMES), *(n for _, kind, n in surrogate_names() if kind == "given" and " " not in n)],
             places=rules_dir / "places",
             # "RD" (a dietitian) is also a road: a street's abbreviation is no signature's credential
             credentials=set(rules.get("credentials", ())) - read_abbreviations(rules_dir / "address_abbreviations.txt").keys(),
