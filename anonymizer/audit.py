@@ -125,10 +125,9 @@ def _replacements(config: Config, note, released: str, spans: list[tuple]) -> li
             from anonymizer.surrogates import build_replacer
 
             rules = data_dir("rules")
-            date_pattern = PatternDetector.from_rules(rules).date_pattern
-            replacer = build_replacer(
-                config.replace, rules, date_pattern, config.detectors.name_threshold, leak_detectors(rules, config.detectors.name_threshold)
-            )
+            patterns = PatternDetector.from_rules(rules)
+            threshold = config.detectors.name_threshold
+            replacer = build_replacer(config.replace, rules, patterns.date_pattern, threshold, leak_detectors(rules, threshold, patterns))
             record = Source(config).records([note.patient_id])[note.patient_id]
             values = replacer.surrogates(note.text, merged, record)
             if _rebuild(note.text, merged, values) == released:
@@ -173,10 +172,11 @@ class Leak:
     value: str  # shown only with --show-values
 
 
-def leak_detectors(rules_dir: Path, name_threshold: float) -> list[Detector]:
+def leak_detectors(rules_dir: Path, name_threshold: float, patterns: PatternDetector | None = None) -> list[Detector]:
     """The record detectors, run over released text, as the run builds them: whatever they find
-    there is a leak (a birthday's "6/10" in "pain 6/10" is a score there as in the run)."""
-    patterns = PatternDetector.from_rules(rules_dir)
+    there is a leak (a birthday's "6/10" in "pain 6/10" is a score there as in the run).
+    `patterns`: the rules' detector, if the caller has built it already."""
+    patterns = patterns or PatternDetector.from_rules(rules_dir)
     return record_detectors(rules_dir, name_threshold, patterns.date_pattern, patterns.excused)
 
 

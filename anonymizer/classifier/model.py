@@ -39,7 +39,7 @@ from anonymizer.classifier import postprocess
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import EDGES, GROUPS, HEADING_AT_START, WINDOW, FeatureExtractor, Marks, Tokens, default_dictionaries
 from anonymizer.classifier.policy import Policy, load_policy, read_policy, rule_names
-from anonymizer.detectors import names_a_colour
+from anonymizer.detectors import names_a_colour, unit_after_number
 from anonymizer.detectors.honorifics import CONTRACTION
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ClassifierConfig, ConfigError
@@ -593,8 +593,8 @@ def not_a_name(text: str, tokens: Tokens, i: int, runs: dict[int, tuple[int, int
         return True
     if word.islower() and capitalising(text) and lower_case_word(tokens, i):
         return True
-    if i > 0 and tokens.gaps[i] == "/" and any(c.isdigit() for c in tokens.words[i - 1]):
-        return True  # a unit after a number: "PR 103/min", "2L/min"
+    if unit_after_number(text, tokens.starts[i]):
+        return True  # "PR 103/min", "2L/min"
     start, end = joined_run(text, tokens, i, runs)
     return text[start:end].replace(".", "").lower() in postprocess.credentials()
 

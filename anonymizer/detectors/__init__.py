@@ -30,6 +30,16 @@ def names_a_colour(text: str, end: int) -> bool:
     return COLOURED.match(text, end) is not None
 
 
+UNIT_REACH = 12  # how far back a unit's number is looked for
+NUMBER_BEFORE_SLASH = re.compile(r"\d[^\W_]*/\Z")  # "103/", "2L/": a word with a digit, then the slash
+
+
+def unit_after_number(text: str, start: int) -> bool:
+    """Whether the word at `start` follows a number and a slash, as a unit does ("PR 103/min",
+    "2L/min"): a record's name or one the classifier found ("Min") is then no name."""
+    return text[start - 1 : start] == "/" and NUMBER_BEFORE_SLASH.search(text, max(0, start - UNIT_REACH), start) is not None
+
+
 def lowered(text: str) -> str:
     """The text in lower case with the same offsets: a letter whose lower case is longer ("İ")
     stays as it is, so that a position found in the copy is the same in the text."""

@@ -43,7 +43,7 @@ import regex
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from anonymizer.detectors import names_a_colour
+from anonymizer.detectors import names_a_colour, unit_after_number
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
@@ -106,15 +106,6 @@ def _diminutive(name: str) -> str:
     if name.endswith("y") and len(name) > 2:
         return name[:-1] + "ie"
     return ""
-
-
-UNIT_REACH = 12  # how far back a unit's number is looked for
-NUMBER_BEFORE_SLASH = regex.compile(r"\d[^\W_]*/\Z")  # "103/", "2L/": a word with a digit, then the slash
-
-
-def _unit_after_number(text: str, start: int) -> bool:
-    """Whether the word at `start` follows a number and a slash, as a unit does ("103/min", "2L/min")."""
-    return text[start - 1 : start] == "/" and NUMBER_BEFORE_SLASH.search(text, max(0, start - UNIT_REACH), start) is not None
 
 
 def _line_starts(text: str) -> Iterable[int]:
@@ -312,7 +303,7 @@ class RecordNames:
         if "olo" in text or "OLO" in text:  # "tan-coloured sputum", "Tan-Coloured" for a patient named Tan
             flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
         if "/" in text:  # "PR 103/min" for a patient named Min: a unit after a number and a slash
-            flagged = [hit and not _unit_after_number(text, start) for (start, _, _), hit in zip(matches, flagged)]
+            flagged = [hit and not unit_after_number(text, start) for (start, _, _), hit in zip(matches, flagged)]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)
