@@ -1,7 +1,8 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
 and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
-initials only where a place is named: "f/u at CGH").
+initials only where a place is named: "f/u at CGH"), however its punctuation is written ("St.
+Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio": :func:`written_forms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of
@@ -47,6 +48,19 @@ logger = logging.getLogger(__name__)
 MIN_LENGTH = 3  # shorter entries ("Dr", "SG") would match all over ordinary text
 MAX_LENGTH = 200  # longer lines are not names, and would nest the pattern too deeply
 _SPACES = re.compile(r"\s+")
+_APOSTROPHES = re.compile(r"['’]")
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"  # zero-width characters a copy and paste leaves between words
+_SEPARATORS = re.compile(rf"[.\-{_INVISIBLE}]")
+# Between an entry's words: spaces, a hyphen or an invisible character ("Bukit-Timah"); after a
+# word of ABBREVIATION letters or fewer also a period, with spaces or without ("St. Luke's",
+# "St.Luke's"), where after a longer one a period ends a sentence ("Changi. General condition").
+_GAP = rf"(?:[\s{_INVISIBLE}]+|[\-{_INVISIBLE}])"
+_ABBREVIATED_GAP = rf"(?:\.?[\s{_INVISIBLE}]+|[.\-{_INVISIBLE}])"
+ABBREVIATION = 3
+_SHORT_WORD_SPACE = re.compile(rf"(?<![^\W\d_])([^\W\d_]{{1,{ABBREVIATION}}}) ")
+_AFTER_SHORT = "\x01"  # in the trie, a space after a short word
+_CHARS = {" ": _GAP, _AFTER_SHORT: _ABBREVIATED_GAP, "'": "['’]"}  # what a key's characters match in the trie
+JOINED_LENGTH = 8  # an entry's words run together are taken from this many letters ("angmokio")
 _PRIORITY = {category: rank for rank, category in enumerate(CATEGORIES)}
 _START = attrgetter("start")
 STAFF = "DOCTOR"  # the category whose entries are people's full names, matched part by part
@@ -94,6 +108,30 @@ def _key(entry: str) -> str:
     return _SPACES.sub(" ", entry.strip()).lower()
 
 
+def _plain(key: str) -> str:
+    """An entry as notes also write it, reduced to letters, digits and single spaces: without
+    apostrophes, "&" as "and", a period, a hyphen or an invisible character as a space ("St.
+    Luke’s", "Women's & Children's", "Bukit-Timah" as "st lukes", "womens and childrens", "bukit timah")."""
+    return _SPACES.sub(" ", _SEPARATORS.sub(" ", _APOSTROPHES.sub("", key.lower()).replace("&", " and "))).strip()
+
+
+def written_forms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[str, str]:
+    """The institutions' and places' entries in their :func:`_plain` form and, for an entry of
+    several words, with its words run together ("angmokio" for Ang Mo Kio; not when that is an
+    English or everyday word): each a key of the lists' trie, found whichever way it is written."""
+    ranks = english_rank()
+    forms: dict[str, str] = {}
+    for key, category in categories.items():
+        if category == STAFF:
+            continue
+        plain = _plain(key)
+        joined = plain.replace(" ", "")
+        forms.setdefault(plain, category)
+        if joined != plain and len(joined) >= JOINED_LENGTH and joined not in ranks and joined not in everyday:
+            forms.setdefault(joined, category)
+    return forms
+
+
 class ListDetector:
     """Flags every occurrence, on word boundaries and ignoring case, of an entry of any list, and
     the parts of the staff directory's names where a note signs with them (module docstring)."""
@@ -120,7 +158,10 @@ class ListDetector:
         # hospitals' acronyms of three letters: taken only where a place is named
         self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
         self._acronym_cues = AcronymCues.read(rules / "lists.toml")
-        keys = set(self._category) | set(self._short_acronyms) | (self._staff.keys() if self._staff else set())
+        # The institutions and places as notes also write them: "St. Lukes", "Women's & Children's", "Bukit-Timah".
+        self._written = written_forms(self._category, everyday)
+        keys = set(self._category) | set(self._written) | set(self._short_acronyms) | (self._staff.keys() if self._staff else set())
+        keys |= {key.replace(" and ", " & ") for key in (*self._category, *self._written) if " and " in key}
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
@@ -147,6 +188,8 @@ class ListDetector:
             if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
                 key = _key(key)
             category = self._category.get(key)
+            if category is None:
+                category = self._written.get(_plain(key))
             if category is None and key in self._short_acronyms:
                 if one_case is None:
                     one_case = text.islower()
@@ -543,19 +586,19 @@ def _categorise(entries: Mapping[str, Iterable[str]]) -> dict[str, str]:
 
 
 def _trie_pattern(keys: Iterable[str]) -> str:
-    """One regex matching any of `keys`, longest first; a space in a key matches any whitespace."""
+    """One regex matching any of `keys`, longest first; a space in a key matches a gap between
+    words (_GAP, after a short word _ABBREVIATED_GAP), an apostrophe either apostrophe."""
     trie: dict[str, dict] = {}
     for key in keys:
         node = trie
-        for char in key:
+        for char in _SHORT_WORD_SPACE.sub(rf"\1{_AFTER_SHORT}", key):
             node = node.setdefault(char, {})
         node[""] = {}  # an entry ends here
     return _node_pattern(trie)
 
 
 def _node_pattern(node: dict[str, dict]) -> str:
-    branches = [(r"\s+" if char == " " else re.escape(char)) + _node_pattern(child)
-                for char, child in sorted(node.items()) if char]
+    branches = [(_CHARS.get(char) or re.escape(char)) + _node_pattern(child) for char, child in sorted(node.items()) if char]
     if not branches:
         return ""
     body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
