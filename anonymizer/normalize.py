@@ -6,7 +6,8 @@ removes the characters that render as nothing (format characters, Unicode catego
 spaces, soft hyphens, bidi controls, ...; and the other default-ignorable code points: variation
 selectors, the grapheme joiner, fillers) and folds compatibility forms with NFKC (full-width letters
 and digits, ligatures, circled digits, ...).  Every character of the view keeps the stretch of the
-original it came from, so a span found in the view cuts the original exactly.
+original it came from, so a span found in the view cuts the original exactly.  Typographic dashes
+and quotes ("–", "’") are read as the ASCII ones, one character for one.
 
 A stretch is one character with the combining marks after it (NFKC composes within it) and the
 invisible characters after it (so a span ending before them covers them, and two spans touching in
@@ -32,7 +33,13 @@ _INVISIBLE_RUN = regex.compile(rf"{_INV}+")
 MAX_MARKS = 30
 # Part of every note's source digest (the pipeline's): a change to the view changes what the
 # detectors see, so the next run redoes every note written under the previous one.
-VERSION = 1
+VERSION = 2
+# Typographic dashes and quotes read as the ASCII ones the rules are written with: "9123–4567" is a
+# phone as "9123-4567" is, "O’Brien" a name as "O'Brien" (one character for one: offsets hold).
+TYPOGRAPHIC = str.maketrans(
+    {"\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-", "\u2212": "-",
+     "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}
+)
 # What NFKC may join to the character before it: combining marks, and the few others it composes.
 _JOINS = r"(?:\P{Canonical_Combining_Class=0}|\p{NFKC_Quick_Check=Maybe})"
 # Characters NFKC leaves alone whatever surrounds them, and that are not invisible.
@@ -94,9 +101,12 @@ class NormalizedText:
 
 
 def normalize(text: str) -> NormalizedText:
-    """The reader's view of `text`: invisible characters removed, compatibility forms folded (NFKC)."""
-    if text.isascii() or (INVISIBLE.search(text) is None and unicodedata.is_normalized("NFKC", text)):
+    """The reader's view of `text`: invisible characters removed, compatibility forms folded (NFKC),
+    typographic dashes and quotes as ASCII ones."""
+    if text.isascii():
         return NormalizedText(text, text)
+    if INVISIBLE.search(text) is None and unicodedata.is_normalized("NFKC", text):
+        return NormalizedText(text, text.translate(TYPOGRAPHIC))
     return _fold(text)
 
 
@@ -126,4 +136,4 @@ def _fold(text: str) -> NormalizedText:
             length += len(folded)
             begin = j
     at, origin, end = zip(*pieces) if pieces else ((), (), ())
-    return NormalizedText(text, "".join(parts), removed, at, origin, end)
+    return NormalizedText(text, "".join(parts).translate(TYPOGRAPHIC), removed, at, origin, end)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from anonymizer.cli import app
 from anonymizer.config import load_config
 from anonymizer.normalize import INVISIBLE, MAX_MARKS, normalize
+from anonymizer.normalize import VERSION as VIEW_VERSION
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
 from anonymizer.run import run
@@ -42,6 +43,13 @@ def test_an_ascii_note_is_its_own_view():
     text = "Pt Tan Wei Ming, NRIC S1234567D"
     view = normalize(text)
     assert view.text is text and view.span(3, 6) == (3, 6) and not view.removed
+
+
+def test_typographic_dashes_and_quotes_read_as_ascii_one_for_one():
+    text = "HP 9123\u20134567, Mr O\u2019Brien \u201cJim\u201d, Na\u2212 130"
+    view = normalize(text)
+    assert view.text == "HP 9123-4567, Mr O'Brien \"Jim\", Na- 130"
+    assert view.span(3, 12) == (3, 12) and not view.removed
 
 
 def test_invisible_characters_are_removed_and_compatibility_forms_folded():
@@ -154,7 +162,7 @@ def test_a_real_run_releases_neither_and_the_gate_agrees(tmp_path):
 def test_a_new_view_redoes_every_note(monkeypatch):
     # Notes released before the view changed may hold what it now finds: their digests must change.
     before = build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest
-    monkeypatch.setattr("anonymizer.pipeline.VIEW_VERSION", 2)
+    monkeypatch.setattr("anonymizer.pipeline.VIEW_VERSION", VIEW_VERSION + 1)
     assert build_pipeline(DetectorsConfig(), {}, ClassifierConfig(enabled=False)).digest != before
 
 
