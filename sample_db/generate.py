@@ -182,6 +182,17 @@ class Patient:
     email: str | None
 
 
+def same_length(change: Callable[[str], str]) -> Callable[[str], str]:
+    """A note-wide change of case that keeps every offset: a character whose other case is longer
+    ("ß" upper-cased is "SS") stays as it is."""
+
+    def changed(text: str) -> str:
+        whole = change(text)
+        return whole if len(whole) == len(text) else "".join(c if len(change(c)) != 1 else change(c) for c in text)
+
+    return changed
+
+
 class Doc:
     """A note under construction and the PHI planted in it, with offsets taken as text is appended."""
 
@@ -362,7 +373,7 @@ class Generator:
         writer = NoteWriter(self, pt, dt.date(2015, 1, 1) + dt.timedelta(days=rng.randrange(9 * 365)))
         for name in NOTE_TYPES[kind][1]:
             writer.section(self.templates[name])
-        case = rng.choices((str, str.lower, str.upper), weights=(85, 10, 5))[0]
+        case = rng.choices((str, same_length(str.lower), same_length(str.upper)), weights=(85, 10, 5))[0]
         return *writer.doc.finish(case), writer.doc.conventions
 
 

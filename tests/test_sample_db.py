@@ -78,6 +78,12 @@ def test_same_seed_same_output_other_seed_differs(sample, tmp_path):
     assert _dump(tmp_path / "other")["gold.jsonl"] != _dump(sample)["gold.jsonl"]
 
 
+def test_a_note_wide_case_keeps_every_offset():
+    # "ß" upper-cased is "SS": the planted spans after it would shift.
+    assert generator.same_length(str.upper)("Lives in Gießen, wife Ann") == "LIVES IN GIEßEN, WIFE ANN"
+    assert generator.same_length(str.lower)("Dr İnce") == "dr İnce"
+
+
 def test_nric_checksum():
     assert generator.nric_check_letter("S", "1234567") == "D"
     assert generator.nric_check_letter("T", "1234567") == "J"
