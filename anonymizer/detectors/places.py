@@ -917,7 +917,7 @@ class PlaceDetector:
             token = text[start:finish]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
-            if key in CONNECTORS and name:  # "prince of wales"
+            if key in CONNECTORS and key != "and" and name:  # "prince of wales"; "home and nursing home" is two places
                 name.append((start, finish, key))
                 continue
             if key in rules.stop_words or bare in rules.stop_words or (key in rules.suffixes and key not in rules.named_suffixes):
@@ -1037,7 +1037,7 @@ def _deletions(word: str) -> list[str]:
 def _starts_word(text: str, at: int) -> bool:
     return at == 0 or not (text[at - 1].isalnum() or text[at - 1] in "_#")
 FUNCTION_WORDS = frozenset({"the", "a", "an", "of", "and", "in", "on", "at", "by", "to", "for", "with"})
-CONNECTORS = frozenset({"of", "&", "de", "la", "du"})
+CONNECTORS = frozenset({"of", "&", "and", "de", "la", "du"})
 UNIVERSITY = frozenset({"u", "univ", "univ.", "university"})
 
 
