@@ -905,26 +905,27 @@ class PlaceDetector:
 
     def _lower_name_before(self, text: str, end: int, stop: int) -> list[tuple[int, int, str]]:
         """A name typed in lower case before the suffix from `end` to `stop` ("harmony nursing
-        home", "choa chu kang poly", "prince of wales hospital"): up to three lower-case words
-        after a stop word ("at", "from"), a comma or a dash, not all of them everyday words ("at
+        home", "choa chu kang poly", "prince of wales hospital", "kk women's and children's
+        hospital"): up to three lower-case words and their connectors after a stop word ("at",
+        "from"), a comma or a dash, not all of them everyday words ("at
         the busy clinic", "a regular clinic" stay) unless they name a place by a suffix of two
         words (_placed), nor a department unless an official name ("national cancer centre")."""
         rules = self._rules
         name: list[tuple[int, int, str]] = []
-        for start, finish in _tokens_before(text, end, MAX_NAME_WORDS):
+        for start, finish in _tokens_before(text, end, MAX_NAME_WORDS + 1):  # three words, connectors and the boundary
             opening = text[start] == "(" and finish - start > 1  # "(boon lay mrt)": the bracket opens the name
             start += opening
             token = text[start:finish]
             key = token.lower()
             bare = key.rstrip("'’").removesuffix("'s").removesuffix("’s")
-            if key in CONNECTORS and key != "and" and name:  # "prince of wales"; "home and nursing home" is two places
+            if key in CONNECTORS and name:  # "prince of wales", "women's and children's"
                 name.append((start, finish, key))
                 continue
             if key in rules.stop_words or bare in rules.stop_words or (key in rules.suffixes and key not in rules.named_suffixes):
                 break
             if token[-1] in ",;:()" or not any(c.isalnum() for c in token):  # "visit - clementi polyclinic"
                 break
-            if len(name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
+            if sum(w not in CONNECTORS for _, _, w in name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
                 return []  # the name runs on, or a word of another kind: no boundary found
             name.append((start, finish, bare))
             if opening:
