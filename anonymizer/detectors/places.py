@@ -54,7 +54,7 @@ from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, clinical_words, drug_names, name_words, plain_word
+from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, clinical_words, drug_names, name_words, plain_word, proper_nouns
 
 logger = logging.getLogger(__name__)
 
@@ -511,7 +511,8 @@ class PlaceDetector:
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
         """Whether the words alone in brackets are a town: Capitalised and no everyday word
         ("(Clementi)", "(Baltimore)"; not "(Reading)", "(Bell)"), or in a note of one case no
-        English word ("(jurong east)" in a lower-case note, not "(BOSTON)"), and no ward or
+        English word but one the dictionary spells only Capitalised ("(jurong east)", "(perth)" in
+        a lower-case note; not "(reading)"), and no ward or
         clinical word ("(MICU)"); a town of two words also in lower case and though its words are
         English ones ("(Kuala Lumpur)", "(pasir ris)")."""
         key = written.lower()
@@ -524,7 +525,7 @@ class PlaceDetector:
             return False
         if titlecase(written) and not one_case:
             return key not in self._rules.everyday
-        return one_case and not self._rules.english(key)
+        return one_case and (not self._rules.english(key) or key in proper_nouns())
 
     def _unknown(self, word: str) -> bool:
         """Whether a lower-cased word after a cue is no known town and in no English, ward,
