@@ -450,6 +450,9 @@ def test_a_chinese_given_names_syllables_go_with_the_surname_though_english_word
         ("son-in-law david at bedside", {}, {"david"}),
         ("Oswin Quellmore (son)", {}, {"Oswin", "Quellmore"}),  # the kinship word ends the note
         ("spoke to daughter quek xin hwee at home", {"xin": "RELATIVE"}, {"quek", "xin", "hwee"}),  # past a word found
+        ("d/w wife Alexandra Quellmore re goals", {"Alexandra": "HOSPITAL"}, {"Quellmore"}),  # a given name a list took for a place
+        ("SON AUSTIN QUELLMORE AT BEDSIDE", {"AUSTIN": "LOCATION"}, {"QUELLMORE"}),
+        ("wife from Wexcombe Hospital today", {"Wexcombe": "HOSPITAL", "Hospital": "HOSPITAL"}, set()),  # no given name
     ],
 )
 def test_a_relatives_name_goes_on_over_a_name_found_already(text, found, expected):

@@ -43,6 +43,7 @@ from anonymizer.vocabulary import (
 )
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
+PLACES = frozenset({"HOSPITAL", "LOCATION"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
 APOSTROPHES = frozenset({"'", "’"})  # between the "O" and the rest of "O'Neill"
 # Words that continue a place or hospital's name: "University of Maryland", "Harford Memorial",
@@ -294,7 +295,8 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
 
     A name right after a kinship word (or before one in brackets) is a relative's, so a name the
     classifier or a list called a clinician's or a bare name there is relabelled RELATIVE, and any
-    name found there goes on over its further words ("friend marcus ho"); what
+    name found there, or a given name a list or a rule took for a place ("wife Alexandra Chung"),
+    goes on over its further words ("friend marcus ho"); what
     follows the kinship word must read as a name (:func:`_relative_word`), so "wife called",
     "son visiting", "dtr in to visit" stay, and only spaces, a comma, a colon, dashes or an opening
     bracket may stand between (a period ends the sentence, a slash is "MOM/LAXATIVES")."""
@@ -319,7 +321,9 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
         elif _chinese_given_pair(tokens, j) and _takes(flagged, j, added) and _takes(flagged, j + 1, added):
             added[j] = added[j + 1] = category  # "wife HOCK SOON": a given name without its surname
             j += 1
-        elif flagged[j] in NAME_CATEGORIES:  # a name already found there: its further words and connectors still follow
+        elif flagged[j] in NAME_CATEGORIES or (flagged[j] in PLACES and lowers[j] in d.words["first"]):
+            # a name already found there, or a given name taken for a place ("wife Alexandra Chung",
+            # "son Austin"): its further words and connectors still follow
             if flagged[j] != category and _takes(flagged, j, added):
                 added[j] = category  # a clinician's or a bare name right after the cue is the relative's
         elif not _takes(flagged, j, added):
