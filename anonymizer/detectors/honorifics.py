@@ -195,6 +195,10 @@ class HonorificDetector:
         # with the title goes on with the same two letters.
         self._word_starts = frozenset(w[: len(t) + 2] for w in english for t in glued if w.casefold().startswith(t))
         glued_titles = alternation(glued)
+        # A glued title before a Capitalised name, which a signature's name read back from its
+        # credential or role starts with ("DrEvans MCR", "DRO'Connor MCR"): the name starts after it.
+        self._glued_title = regex.compile(rf"(?i:{glued_titles})(?=\p{{Lu}}[\p{{Ll}}'’])") if glued else None
+        self._glued_any_case = regex.compile(rf"(?i:{glued_titles})(?=[^\W\d_]{{3}})") if glued else None
         self._title = regex.compile("(?i)" + _title_pattern(titles, SPACE, glued_titles, r"[^\W\d_]"))
         # The titles are case-folded: in a lower-cased ASCII note (same offsets) they match without
         # ignoring case, and the standard library's `re` finds them in under half the time `regex` takes.
@@ -437,7 +441,20 @@ class HonorificDetector:
             start = match.start("given")
         else:
             start = match.start("initial") if match["initial"] is not None else match.start("name")
-        return [Span(start, match.end("name"), "DOCTOR", self.name, rule)]
+        return [Span(self._after_glued_title(text, start, match.end("name"), single_case), match.end("name"), "DOCTOR", self.name, rule)]
+
+    def _after_glued_title(self, text: str, start: int, end: int, single_case: bool) -> int:
+        """Where a signature's name starts when a title is glued onto it: after the title before a
+        Capitalised name ("DrEvans MCR"), or in a note of one case before a listed name that the
+        whole word is not ("drfernandez mcr"; "drake, rn" stays whole)."""
+        title = self._glued_title.match(text, start) if self._glued_title is not None else None
+        if title is not None:
+            return title.end()
+        if single_case and self._glued_title is not None:
+            title = self._glued_any_case.match(text, start, end)
+            if title is not None and text[title.end() : end].casefold() in name_words() and text[start:end].casefold() not in name_words():
+                return title.end()
+        return start
 
     def _initialled_signature(self, text: str, at: int, single_case: bool) -> list[Span]:
         """A surname and its initials before a role in brackets at `at` ("HARRIS M (SR)", "Quimby

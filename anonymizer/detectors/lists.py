@@ -349,7 +349,7 @@ class StaffDirectory:
                 self._anchored(text, start, end, key, kind, candidates)
             elif kind == "glued":
                 at = start + self.glued[key]  # "DrLim": capitals at the title's start and at the name's
-                if text[start].isupper() and text[at].isupper() and text[at + 1 : at + 2].islower():
+                if text[start].isupper() and text[at].isupper() and (text[at + 1 : at + 2].islower() or text[at + 1 : at + 2] in ("'", "’")):
                     names.append((at, end, "staff"))
             elif text.startswith(("'s", "’s"), end):
                 continue  # "Parkinson's": an eponym; the name only beside a title or a role
@@ -377,6 +377,7 @@ class StaffDirectory:
             names = [(start, end, rule) for (start, end), rule in sorted(widest.items())]
         spans = []
         for start, end, rule in names:
+            start += self.glued.get(lower[start:end], 0)  # a name read back from a role with its title glued on: "DrEvans MCR"
             start, end = self._initials(text, start, end, mixed)
             start = self._own_initials(lower, start, end)
             near = lower[end : end + 9]  # a role's mark is within initials' reach, or there is none
