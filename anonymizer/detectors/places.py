@@ -61,6 +61,7 @@ logger = logging.getLogger(__name__)
 NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
+MAX_INSTITUTION_WORDS = 5  # a Capitalised institution's name before its suffix: "Ang Mo Kio-Thye Hua Kwan Hospital"
 # A word of a town's name, on the lower-cased note: letters of any script ("gießen", "são paulo").
 TOWN_WORD = r"[^\W\d_](?:[^\W\d_]|['’-])*"
 # When, right after a place someone was in or came from: "on 8-6-20", "3/7 ago", "last wk", "in 2019".
@@ -802,7 +803,7 @@ class PlaceDetector:
         base = end - len(segment)
         position = len(segment)
         name: list[tuple[int, int, str]] = []
-        for token in reversed(segment.rsplit(None, MAX_NAME_WORDS + 2)[-MAX_NAME_WORDS - 2 :]):
+        for token in reversed(segment.rsplit(None, MAX_INSTITUTION_WORDS + 2)[-MAX_INSTITUTION_WORDS - 2 :]):
             position = segment.rfind(token, 0, position)
             opening = token[0] == "(" and len(token) > 1  # "(Bedok Polyclinic)": the bracket opens the name
             if opening:
@@ -823,7 +824,7 @@ class PlaceDetector:
             if shouting and (len(bare) < 2 or not bare.replace("-", "").isalpha() or (name and bare in rules.departments)):
                 break  # in capitals every word looks like a name: "CON'T REHAB", "MET C HOSPICE"
             name.append((base + position, base + position + len(token), bare))
-            if len(name) >= MAX_NAME_WORDS or opening:
+            if len(name) >= MAX_INSTITUTION_WORDS or opening:
                 break
         while name and name[-1][2] in CONNECTORS:
             name.pop()
