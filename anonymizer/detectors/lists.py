@@ -348,8 +348,9 @@ class StaffDirectory:
             if kind == "title" or kind == "role":
                 self._anchored(text, start, end, key, kind, candidates)
             elif kind == "glued":
-                at = start + self.glued[key]  # "DrLim": capitals at the title's start and at the name's
-                if text[start].isupper() and text[at].isupper() and (text[at + 1 : at + 2].islower() or text[at + 1 : at + 2] in ("'", "’")):
+                at = start + self.glued[key]  # "DrLim", "DRO'Hara": capitals at the title's start and at the name's
+                after = text[at + 1 : at + 2]
+                if text[start].isupper() and text[at].isupper() and (after.islower() or after in ("'", "’")):
                     names.append((at, end, "staff"))
             elif text.startswith(("'s", "’s"), end):
                 continue  # "Parkinson's": an eponym; the name only beside a title or a role
