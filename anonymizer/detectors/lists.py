@@ -36,12 +36,13 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
+from anonymizer.classifier.eponyms import load_eponyms
 from anonymizer.detectors import names_a_colour
 from anonymizer.record import PatientRecord
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.settings import DetectorsConfig, read_text_file
 from anonymizer.spans import CATEGORIES, Span
-from anonymizer.vocabulary import PLAIN_RANK, RELATIVE_CUES, SOCIAL_CUES, clinical_words, english_rank
+from anonymizer.vocabulary import PLAIN_RANK, RELATIVE_CUES, SOCIAL_CUES, clinical_words, english_rank, proper_nouns
 
 logger = logging.getLogger(__name__)
 
@@ -318,10 +319,13 @@ class StaffDirectory:
         vocabulary = StaffVocabulary.read(rules_dir / "lists.toml")
         common = read_word_list(rules_dir / "common_words.txt") + read_word_list(WORDS / "medical.txt")
         # A frequent English word that is also a given name ("Mary", "Anne") is a name unless it
-        # is written in lower case; one that is not ("May", "Hope", "Bell") needs a title or a role.
+        # is written in lower case; one that is not ("May", "Hope", "Bell") needs a title or a role,
+        # but for one the dictionary spells only Capitalised, a surname the word list counts among its
+        # words ("Roberts"), that is not a disease's name too ("Wilson disease"): that is a name anywhere.
         given = {w.casefold() for w in read_word_list(WORDS / "first_names.txt")}
         frequent = [w.casefold() for w in read_word_list(WORDS / "english.txt")[: vocabulary.english_rank]]
-        ordinary = common + [w for w in frequent if w not in given]
+        names = proper_nouns() - load_eponyms(str(rules_dir)).words
+        ordinary = common + [w for w in frequent if w not in given and w not in names]
         connectors = {c.casefold() for c in read_word_list(rules_dir / "name_connectors.txt")}
         entries = [" ".join(w for w in e.split() if w.casefold() not in connectors) for e in entries]
         abbreviations = [*common, *RELATIVE_CUES, *SOCIAL_CUES]  # "FDW Maria", "NOK Tan": no initials
@@ -352,8 +356,8 @@ class StaffDirectory:
                 after = text[at + 1 : at + 2]
                 if text[start].isupper() and text[at].isupper() and (after.islower() or after in ("'", "’")):
                     names.append((at, end, "staff"))
-            elif text.startswith(("'s", "’s"), end):
-                continue  # "Parkinson's": an eponym; the name only beside a title or a role
+            elif lower.startswith(("'s", "’s"), end):
+                continue  # "Parkinson's", "PARKINSON'S": an eponym; the name only beside a title or a role
             elif names_a_colour(lower, end):
                 continue  # "tan-coloured sputum"
             elif kind != "ambiguous":
