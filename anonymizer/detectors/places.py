@@ -58,6 +58,7 @@ from anonymizer.vocabulary import ENGLISH, MEDICAL, clinical_word, clinical_word
 
 logger = logging.getLogger(__name__)
 
+_BE_BEFORE = re.compile(r"\b(?:is|was|are|were|be|been|being)\Z")
 NEVER = float("inf")  # the population of a state or a country: it always counts
 WINDOW = 64  # characters read before an anchor for the name that ends at it
 MAX_NAME_WORDS = 4
@@ -456,6 +457,11 @@ class PlaceDetector:
                 at = low.find("univ", at + 4)
         return spans
 
+    def _lived_in(self, low: str, cue: re.Match[str]) -> bool:
+        """Whether "in" follows a stay that is no form of "be" ("followed up in japan", "lives in
+        china"; not "was in turkey")."""
+        return _BE_BEFORE.search(low, max(0, cue.start() - 8), cue.start()) is None
+
     def _after_moving(self, low: str, cue: re.Match[str]) -> bool:
         """Whether a verb of moving or a stay's phrase stands right before the cue ("transferred to", "was in")."""
         return self._after(self._moving, low, cue)
@@ -473,7 +479,7 @@ class PlaceDetector:
         Vicentino": a smaller place of that name; not "was in hope"); and a town of an everyday
         word that the cue takes Capitalised, in lower case before when ("back from reading 3/7
         ago"), or a country or a state so named in any case after "from" or "to" ("called from
-        china").  In a note all in capitals, any of them before when, and such a country ("WAS IN
+        china"), or after "in" but for a form of "be" ("followed up in japan"; "was in turkey" stays).  In a note all in capitals, any of them before when, and such a country ("WAS IN
         HOPE ON 3/2", "CALLED FROM JAPAN").  Not where a suffix or a street type is among its words
         or right after them: "seen at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
@@ -484,7 +490,7 @@ class PlaceDetector:
             before_when = (caps or written.islower()) and WHEN_AFTER.match(low, end) is not None
             # a country or a state of an everyday word after "from" or "to" ("called from china", "flew back
             # from turkey"; "was in turkey and chips queue" stays)
-            nation = name in self._cased_towns and self._rules.places.get(name) == NEVER and cue[0].strip() != "in"
+            nation = name in self._cased_towns and self._rules.places.get(name) == NEVER and (cue[0].strip() != "in" or self._lived_in(low, cue))
             if caps:
                 cased = nation or (before_when and (name in self._moving_towns or name in self._cased_towns))
             elif name in self._moving_towns:
