@@ -43,7 +43,6 @@ from anonymizer.vocabulary import (
 )
 
 NAME_CATEGORIES = frozenset({"DOCTOR", "PATIENT", "RELATIVE", "NAME"})
-PLACES = frozenset({"HOSPITAL", "LOCATION"})
 PLACE_CATEGORIES = frozenset({"LOCATION", "HOSPITAL"})
 APOSTROPHES = frozenset({"'", "’"})  # between the "O" and the rest of "O'Neill"
 # Words that continue a place or hospital's name: "University of Maryland", "Harford Memorial",
@@ -321,7 +320,7 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
         elif _chinese_given_pair(tokens, j) and _takes(flagged, j, added) and _takes(flagged, j + 1, added):
             added[j] = added[j + 1] = category  # "wife HOCK SOON": a given name without its surname
             j += 1
-        elif flagged[j] in NAME_CATEGORIES or (flagged[j] in PLACES and lowers[j] in d.words["first"]):
+        elif flagged[j] in NAME_CATEGORIES or (flagged[j] in PLACE_CATEGORIES and lowers[j] in d.words["first"]):
             # a name already found there, or a given name taken for a place ("wife Alexandra Chung",
             # "son Austin"): its further words and connectors still follow
             if flagged[j] != category and _takes(flagged, j, added):

@@ -447,12 +447,12 @@ class HonorificDetector:
         """Where a signature's name starts when a title is glued onto it: after the title before a
         Capitalised name ("DrEvans MCR"), or in a note of one case before a listed name that the
         whole word is not ("drfernandez mcr"; "drake, rn" stays whole)."""
-        title = self._glued_title.match(text, start) if self._glued_title is not None else None
-        if title is not None:
+        if self._glued_title is None:
+            return start
+        if (title := self._glued_title.match(text, start)) is not None:
             return title.end()
-        if single_case and self._glued_title is not None:
-            title = self._glued_any_case.match(text, start, end)
-            if title is not None and text[title.end() : end].casefold() in name_words() and text[start:end].casefold() not in name_words():
+        if single_case and (title := self._glued_any_case.match(text, start, end)) is not None:
+            if text[title.end() : end].casefold() in name_words() and text[start:end].casefold() not in name_words():
                 return title.end()
         return start
 

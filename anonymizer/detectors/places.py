@@ -479,7 +479,8 @@ class PlaceDetector:
         Vicentino": a smaller place of that name; not "was in hope"); and a town of an everyday
         word that the cue takes Capitalised, in lower case before when ("back from reading 3/7
         ago"), or a country or a state so named in any case after "from" or "to" ("called from
-        china"), or after "in" but for a form of "be" ("followed up in japan"; "was in turkey" stays).  In a note all in capitals, any of them before when, and such a country ("WAS IN
+        china"), or after "in" but for a form of "be" ("followed up in japan"; "was in turkey"
+        stays).  In a note all in capitals, any of them before when, and such a country ("WAS IN
         HOPE ON 3/2", "CALLED FROM JAPAN").  Not where a suffix or a street type is among its words
         or right after them: "seen at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
@@ -488,9 +489,10 @@ class PlaceDetector:
         for name, end in names:
             written = text[cue.start(1) : end]
             before_when = (caps or written.islower()) and WHEN_AFTER.match(low, end) is not None
-            # a country or a state of an everyday word after "from" or "to" ("called from china", "flew back
-            # from turkey"; "was in turkey and chips queue" stays)
-            nation = name in self._cased_towns and self._rules.places.get(name) == NEVER and (cue[0].strip() != "in" or self._lived_in(low, cue))
+            # a country or a state of an everyday word after "from", "to" or a stay's "in" ("called from
+            # china", "flew back from turkey", "followed up in japan"; "was in turkey and chips queue" stays)
+            nation = name in self._cased_towns and self._rules.places.get(name) == NEVER
+            nation = nation and (cue[0].strip() != "in" or self._lived_in(low, cue))
             if caps:
                 cased = nation or (before_when and (name in self._moving_towns or name in self._cased_towns))
             elif name in self._moving_towns:
