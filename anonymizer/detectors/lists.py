@@ -52,15 +52,16 @@ _SPACES = re.compile(r"\s+")
 _APOSTROPHES = re.compile(r"['’]")
 _INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"  # zero-width characters a copy and paste leaves between words
 _SEPARATORS = re.compile(rf"[.\-{_INVISIBLE}]")
-# Between an entry's words: spaces, a hyphen or an invisible character ("Bukit-Timah"); after a
-# word of ABBREVIATION letters or fewer also a period, with spaces or without ("St. Luke's",
-# "St.Luke's"), where after a longer one a period ends a sentence ("Changi. General condition").
-_GAP = rf"(?:[\s{_INVISIBLE}]+|[\-{_INVISIBLE}])"
-_ABBREVIATED_GAP = rf"(?:\.?[\s{_INVISIBLE}]+|[.\-{_INVISIBLE}])"
+# Between an entry's words: spaces or a hyphen ("Bukit-Timah"); after a word of ABBREVIATION
+# letters or fewer also a period, with spaces or without ("St. Luke's", "St.Luke's"), where after
+# a longer one a period ends a sentence ("Changi. General condition").  (Invisible characters are
+# gone from the view the detectors read: "Bukit\u200bTimah" is read as the words run together.)
+_GAP = r"[\s-]+"
+_ABBREVIATED_GAP = r"[\s.-]+"
 ABBREVIATION = 3
 _SHORT_WORD_SPACE = re.compile(rf"(?<![^\W\d_])([^\W\d_]{{1,{ABBREVIATION}}}) ")
 _AFTER_SHORT = "\x01"  # in the trie, a space after a short word
-_CHARS = {" ": _GAP, _AFTER_SHORT: _ABBREVIATED_GAP, "'": "['’]"}  # what a key's characters match in the trie
+_CHARS = {" ": _GAP, _AFTER_SHORT: _ABBREVIATED_GAP, "'": "['’]?"}  # what a key's characters match in the trie
 JOINED_LENGTH = 8  # an entry's words run together are taken from this many letters ("angmokio")
 _PRIORITY = {category: rank for rank, category in enumerate(CATEGORIES)}
 _START = attrgetter("start")
@@ -109,11 +110,17 @@ def _key(entry: str) -> str:
     return _SPACES.sub(" ", entry.strip()).lower()
 
 
+def _apart(key: str) -> str:
+    """An entry's words apart, with single spaces where a period, a hyphen or an invisible
+    character stood ("st. luke's" as "st luke's", "bukit-timah" as "bukit timah")."""
+    return _SPACES.sub(" ", _SEPARATORS.sub(" ", key)).strip()
+
+
 def _plain(key: str) -> str:
     """An entry as notes also write it, reduced to letters, digits and single spaces: without
     apostrophes, "&" as "and", a period, a hyphen or an invisible character as a space ("St.
     Luke’s", "Women's & Children's", "Bukit-Timah" as "st lukes", "womens and childrens", "bukit timah")."""
-    return _SPACES.sub(" ", _SEPARATORS.sub(" ", _APOSTROPHES.sub("", key.lower()).replace("&", " and "))).strip()
+    return _apart(_APOSTROPHES.sub("", key.lower()).replace("&", " and "))
 
 
 def written_forms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[str, str]:
@@ -160,9 +167,13 @@ class ListDetector:
         self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
         self._acronym_cues = AcronymCues.read(rules / "lists.toml")
         # The institutions and places as notes also write them: "St. Lukes", "Women's & Children's", "Bukit-Timah".
+        # The trie matches their words across any gap (_GAP) and with or without apostrophes, so each
+        # needs one key, its words apart ("st luke's"), and one more run together ("angmokio").
         self._written = written_forms(self._category, everyday)
-        keys = set(self._category) | set(self._written) | set(self._short_acronyms) | (self._staff.keys() if self._staff else set())
-        keys |= {key.replace(" and ", " & ") for key in (*self._category, *self._written) if " and " in key}
+        keys = {key if category == STAFF else _apart(key) for key, category in self._category.items()}
+        keys |= {form for form in self._written if " " not in form} | set(self._short_acronyms)
+        keys |= {key.replace(" and ", " & ") for key in keys if " and " in key}
+        keys |= self._staff.keys() if self._staff else set()
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
@@ -593,7 +604,7 @@ def _categorise(entries: Mapping[str, Iterable[str]]) -> dict[str, str]:
 
 def _trie_pattern(keys: Iterable[str]) -> str:
     """One regex matching any of `keys`, longest first; a space in a key matches a gap between
-    words (_GAP, after a short word _ABBREVIATED_GAP), an apostrophe either apostrophe."""
+    words (_GAP, after a short word _ABBREVIATED_GAP), an apostrophe either apostrophe or none."""
     trie: dict[str, dict] = {}
     for key in keys:
         node = trie
