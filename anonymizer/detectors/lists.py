@@ -124,9 +124,11 @@ def _plain(key: str) -> str:
 
 
 def written_forms(categories: Mapping[str, str], everyday: frozenset[str]) -> dict[str, str]:
-    """The institutions' and places' entries in their :func:`_plain` form and, for an entry of
-    several words, with its words run together ("angmokio" for Ang Mo Kio; not when that is an
-    English or everyday word): each a key of the lists' trie, found whichever way it is written."""
+    """The institutions' and places' entries by their :func:`_plain` form and, for an entry of
+    several words, by its words run together ("angmokio" for Ang Mo Kio; not when that is an
+    English or everyday word): what a match written otherwise is looked up by.  The trie finds
+    the plain forms with the entries' own keys (:data:`_CHARS`); the run-together ones are keys of
+    their own."""
     ranks = english_rank()
     forms: dict[str, str] = {}
     for key, category in categories.items():
@@ -166,9 +168,10 @@ class ListDetector:
         # hospitals' acronyms of three letters: taken only where a place is named
         self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
         self._acronym_cues = AcronymCues.read(rules / "lists.toml")
-        # The institutions and places as notes also write them: "St. Lukes", "Women's & Children's", "Bukit-Timah".
-        # The trie matches their words across any gap (_GAP) and with or without apostrophes, so each
-        # needs one key, its words apart ("st luke's"), and one more run together ("angmokio").
+        # The institutions and places as notes also write them ("St. Lukes", "Women's & Children's",
+        # "Bukit-Timah"): the trie matches an entry's words across any gap (_GAP) and with or without
+        # apostrophes, so each needs one key, its words apart ("st luke's"), and one more run together
+        # ("angmokio").
         self._written = written_forms(self._category, everyday)
         keys = {key if category == STAFF else _apart(key) for key, category in self._category.items()}
         keys |= {form for form in self._written if " " not in form} | set(self._short_acronyms)
@@ -200,8 +203,8 @@ class ListDetector:
             if not (ascii_text and key.isalpha()):  # only then lower case with single spaces already
                 key = _key(key)
             category = self._category.get(key)
-            if category is None:
-                category = self._written.get(_plain(key))
+            if category is None:  # a key of letters alone is its plain form already (most staff parts)
+                category = self._written.get(key if key.isalpha() else _plain(key))
             if category is None and key in self._short_acronyms:
                 if one_case is None:
                     one_case = text.islower()
