@@ -16,7 +16,8 @@ next to a title or a role: "Dr Lee", "Lee/reg/ENT", "LIM KH (MO)", "Priya, SN", 
 part of a DOCTOR entry goes into the same trie, and :class:`StaffDirectory` decides per hit: a part
 that is no ordinary word (english.txt, medical.txt, common_words.txt) is taken anywhere, as the
 record's names are; one that is ("Hope", "May", "Lee") only next to a title or a role
-(rules/lists.toml).  Next to a title or a role a spelling variant of a part is taken too, by the
+(rules/lists.toml), or on the note's closing line with nothing but other parts and initials: a
+signature ("- HALL", "p hall").  Next to a title or a role a spelling variant of a part is taken too, by the
 record matcher's edit-distance ratio.  Titles and roles are found by one more compiled pattern;
 words next to them are compared with the directory in one rapidfuzz call per note, and only the
 words no earlier note had (the answers are kept for the run).
@@ -83,6 +84,10 @@ _NEXT_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*")
 # What stands between a name and its role: a space, a comma, a slash or a bracket.
 _ROLE_GAP = re.compile(r"(?:[^\S\r\n]*(?P<mark>[(/,])[^\S\r\n]*|[^\S\r\n]+)\Z")
 _TITLE_GAP = re.compile(r"\.?:?[^\S\r\n]*")  # "Dr Lee", "Dr. Lee", "Dr.Lee", "on call: Lee"
+# A closing line that may be a signature: up to three words (initials with or without a period),
+# after a dash or a bullet.
+_CLOSING_LINE = re.compile(r"[^\S\n]*(?:[-–~*][^\S\n]*)?(?P<name>[^\W\d_]+(?:\.?[^\S\n]+[^\W\d_]+){0,2})\.?[^\S\n]*")
+_PART_KINDS = frozenset({"name", "ambiguous", "cased"})  # what StaffDirectory._kinds calls a directory part
 _LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
@@ -386,6 +391,9 @@ class StaffDirectory:
                 pending.append((start, end, key))
         if pending and taken:
             names += self._beside_own_parts(text, pending, taken)
+        signature = self._signature(lower)
+        if signature is not None:
+            names.append((*signature, "signature"))
         if candidates:
             close = self._close({w.casefold() for _, _, w, _ in candidates})
             parts = self.parts
@@ -405,6 +413,23 @@ class StaffDirectory:
                 end = role.end("initials")
             spans.append(Span(start, end, STAFF, source, rule))
         return spans
+
+    def _signature(self, lower: str) -> tuple[int, int] | None:
+        """The note's closing line when it is a name alone, of directory parts and initials ("- HALL",
+        "p hall", "H Wilson"): a signature, whatever else its words may be ("hall", "wilson").  At
+        least one part longer than SHORT; the note's first line is never its signature."""
+        end = len(lower.rstrip())
+        start = lower.rfind("\n", 0, end) + 1
+        line = _CLOSING_LINE.fullmatch(lower, start, end) if start else None
+        if line is None:
+            return None
+        words = _PART.findall(line.group("name"))
+        kinds = [self._kinds.get(w) for w in words]
+        if all(k in _PART_KINDS or len(w) == 1 for k, w in zip(kinds, words)) and any(
+            k in _PART_KINDS and len(w) > SHORT for k, w in zip(kinds, words)
+        ):
+            return line.span("name")
+        return None
 
     def _beside_own_parts(
         self, text: str, pending: list[tuple[int, int, str]], taken: dict[int, tuple[int, str]]
