@@ -481,14 +481,20 @@ class PlaceDetector:
         ago"), or a country or a state so named in any case after "from" or "to" ("called from
         china"), or after "in" but for a form of "be" ("followed up in japan"; "was in turkey"
         stays).  In a note all in capitals, any of them before when, and such a country ("WAS IN
-        HOPE ON 3/2", "CALLED FROM JAPAN").  Not where a suffix or a street type is among its words
+        HOPE ON 3/2", "CALLED FROM JAPAN").  At its clause's end after a stay that is no form of
+        "be" as before when ("works in reading, contactable", "WORKS IN HOPE."; "was in hope, " stays).  Not where a suffix or a street type is among its words
         or right after them: "seen at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
         for name, end in names:
             written = text[cue.start(1) : end]
-            before_when = (caps or written.islower()) and WHEN_AFTER.match(low, end) is not None
+            one_case = caps or written.islower()
+            # before when, or at its clause's end after a stay that is no form of "be" ("works in reading, contactable")
+            before_when = one_case and (
+                WHEN_AFTER.match(low, end) is not None
+                or (CLAUSE_END.match(low, end) is not None and self._after(self._staying, low, cue) and self._lived_in(low, cue))
+            )
             # a country or a state of an everyday word after "from", "to" or a stay's "in" ("called from
             # china", "flew back from turkey", "followed up in japan"; "was in turkey and chips queue" stays)
             nation = name in self._cased_towns and self._rules.places.get(name) == NEVER
