@@ -482,8 +482,9 @@ class PlaceDetector:
         china"), or after "in" but for a form of "be" ("followed up in japan"; "was in turkey"
         stays).  In a note all in capitals, any of them before when, and such a country ("WAS IN
         HOPE ON 3/2", "CALLED FROM JAPAN").  At its clause's end after a stay that is no form of
-        "be" as before when ("works in reading, contactable", "WORKS IN HOPE."; "was in hope, " stays).  Not where a suffix or a street type is among its words
-        or right after them: "seen at Harbor Hospital" is an institution's name (_anchored)."""
+        "be" as before when ("works in reading, contactable", "WORKS IN HOPE."; "was in hope, "
+        stays).  Not where a suffix or a street type is among its words or right after them: "seen
+        at Harbor Hospital" is an institution's name (_anchored)."""
         names = [(cue[1], cue.end(1))]
         if cue[2] is not None:
             names.insert(0, (f"{cue[1]} {cue[2]}", cue.end(2)))  # the longer name first
