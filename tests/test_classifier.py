@@ -542,6 +542,14 @@ def test_names_joined_by_a_slash_go_together_but_not_a_department():
     assert {tokens.words[k] for k in postprocess.extend_names(text, tokens, flagged)} == {"Halvorsen"}
 
 
+def test_a_capital_i_right_before_a_name_after_a_lower_case_word_is_an_initial():
+    text = "friend I Chia at bedside. Then I Called Quimby. I Yap said"
+    tokens = Tokens.of(text)
+    flagged = [("NAME" if word in ("Chia", "Quimby", "Yap") else None) for word in tokens.words]
+    added = postprocess.extend_names(text, tokens, flagged)
+    assert [(tokens.starts[k], tokens.words[k]) for k in added] == [(7, "I")]
+
+
 def test_a_missing_or_broken_model_is_a_config_error(tmp_path):
     from anonymizer.settings import ConfigError
 

@@ -130,7 +130,8 @@ def a_title(tokens: Tokens, i: int, category: str) -> bool:
     return category in NAME_CATEGORIES and tokens.lowers[i] in titles()
 
 
-def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool) -> bool:
+def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, all_caps: bool, before_name: bool = False) -> bool:
+    """Whether token i, next to a flagged name (`before_name`: right before it), may be part of it."""
     word = tokens.words[i]
     lower = tokens.lowers[i]
     if not word.isalpha() or lower in titles() or lower in role_titles() or lower in credentials():
@@ -138,10 +139,11 @@ def _name_like(text: str, tokens: Tokens, i: int, dictionaries: Dictionaries, al
     if CONTRACTION.match(text, tokens.ends[i]):
         return False
     if len(word) == 1:
-        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T", only "I." is one)
+        # an initial: "E." or "E Nessenson", never part of "D/O", "S/P", "A&O", nor the pronoun ("I DON'T";
+        # "I." is one, and "I" right before a name after a word in lower case: "friend I Chia")
         after = text[tokens.ends[i] : tokens.ends[i] + 1]
         before = text[tokens.starts[i] - 1 : tokens.starts[i]] if tokens.starts[i] else ""
-        if word == "I" and after != ".":
+        if word == "I" and after != "." and not (before_name and after == " " and i > 0 and tokens.words[i - 1].islower()):
             return False
         return word.isupper() and after in ("", ".", " ", ",", "\n") and before in ("", " ", "\n", ".")
     if _common_as_written(word, lower, dictionaries) or lower in dictionaries.words["med"] or never_a_name(lower) or kinship(tokens, i):
@@ -206,7 +208,7 @@ def extend_names(text: str, tokens: Tokens, flagged: Sequence[str | None], dicti
                     added.update(dict.fromkeys(range(j, beyond, step), category))
                     j = beyond
                     continue
-                if not (_elided(tokens, j) or _name_like(text, tokens, j, d, all_caps)):
+                if not (_elided(tokens, j) or _name_like(text, tokens, j, d, all_caps, before_name=step < 0)):
                     break
                 added[j] = category
                 j += step
