@@ -542,6 +542,20 @@ def test_names_joined_by_a_slash_go_together_but_not_a_department():
     assert {tokens.words[k] for k in postprocess.extend_names(text, tokens, flagged)} == {"Halvorsen"}
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("PT AND GERALD NEO (HUSBAND) UNDERSTAND", {"GERALD", "NEO"}),  # a listed name, though a ward's abbreviation too
+        ("pt and KENG-LAY (wife) understand", {"KENG", "LAY"}),  # a Chinese given name hyphenated
+        ("on neo (wife aware); started on neo (son)", {"neo"}),  # only right before a bracketed kinship word alone
+    ],
+)
+def test_a_listed_name_or_a_given_name_right_before_a_bracketed_kinship_word_is_a_relative(text, expected):
+    tokens = Tokens.of(text)
+    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
+    assert {tokens.words[i] for i in added} == expected
+
+
 def test_a_capital_i_right_before_a_name_after_a_lower_case_word_is_an_initial():
     text = "friend I Chia at bedside. Then I Called Quimby. I Yap said"
     tokens = Tokens.of(text)

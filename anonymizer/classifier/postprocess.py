@@ -391,8 +391,9 @@ def _chinese_given_name(tokens: Tokens, flagged: Sequence[str | None], j: int, k
 
 def _chinese_given_pair(tokens: Tokens, j: int) -> bool:
     """Whether tokens j and j + 1 are the two syllables of a Chinese given name written in one
-    case (vocabulary.chinese_name_parts): "HOCK SOON", "mei ling"; not "soon to"."""
-    if j + 1 >= len(tokens) or tokens.gaps[j + 1] != " ":
+    case (vocabulary.chinese_name_parts), apart or hyphenated: "HOCK SOON", "mei ling", "KENG-LAY";
+    not "soon to"."""
+    if j + 1 >= len(tokens) or tokens.gaps[j + 1] not in (" ", "-"):
         return False
     syllables = chinese_name_parts()[1]
     return _one_case(tokens.words[j : j + 2]) and tokens.lowers[j] in syllables and tokens.lowers[j + 1] in syllables
@@ -602,6 +603,11 @@ def _names_before(
         if tokens.gaps[j - 1] not in (" ", "-"):
             return
         j -= 2
+    if j == i - 1 and j >= 0 and _takes(flagged, j, added) and _listed_before_bracket(tokens, j):
+        added[j] = category  # "GERALD NEO (HUSBAND)": a listed name, though a ward's abbreviation too
+        if tokens.gaps[j] not in (" ", "-"):
+            return
+        j -= 1
     while j >= 0 and i - j <= 3 and _name_at(tokens, flagged, j, d, added, strict=i - j > 1):
         if _takes(flagged, j, added):
             added[j] = category
@@ -630,6 +636,14 @@ def _names_before(
         added[k] = category
         if tokens.gaps[k] not in (" ", ". ", "."):
             return
+
+
+def _listed_before_bracket(tokens: Tokens, j: int) -> bool:
+    """Whether token j, right before a bracketed kinship word, is a name a list holds written in
+    capitals or lower case, where a ward's abbreviation of that spelling is no name elsewhere
+    ("NEO (HUSBAND)"; "on neo" stays a ward's)."""
+    word = tokens.words[j]
+    return len(word) > 1 and word.isalpha() and (word.isupper() or word.islower()) and tokens.lowers[j] in name_words()
 
 
 def _name_at(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str], strict: bool = False) -> bool:
