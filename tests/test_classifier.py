@@ -556,6 +556,20 @@ def test_a_listed_name_or_a_given_name_right_before_a_bracketed_kinship_word_is_
     assert {tokens.words[i] for i in added} == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("contact with son a reyes at home; fdw a sharma helps", {"a", "reyes", "sharma"}),
+        ("brother a h quek visited", {"a", "h", "quek"}),
+        ("son a bit better today; wife a nurse, supportive; son I think is coming", set()),
+    ],
+)
+def test_a_letter_that_is_a_word_after_a_kinship_word_is_an_initial_before_a_listed_surname(text, expected):
+    tokens = Tokens.of(text)
+    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
+    assert {tokens.words[i] for i in added} == expected
+
+
 def test_a_capital_i_right_before_a_name_after_a_lower_case_word_is_an_initial():
     text = "friend I Chia at bedside. Then I Called Quimby. I Yap said"
     tokens = Tokens.of(text)

@@ -423,16 +423,20 @@ def _letter(word: str) -> bool:
 
 def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictionaries, added: dict[int, str]) -> list[int]:
     """Up to three one-letter initials from token j and the word after them, if that word may be a
-    surname: "h s neo", "K H WONG", "w a chua"; none for "son a bit better", "I".  An initial or
-    the surname may be a name found already ("j l tay" with the patient's surname)."""
+    surname: "h s neo", "K H WONG", "w a chua"; a first letter that is also a word ("a", "I") only
+    before a surname a name list holds ("son a reyes", "daughter I Rajan"; not "son a bit better",
+    "son I think").  An initial or the surname may be a name found already ("j l tay" with the
+    patient's surname)."""
     n, words = len(tokens), tokens.words
     k = j
-    while k < n and k - j < 3 and _letter(words[k]) and (k > j or words[k] not in WORD_LETTERS):
+    while k < n and k - j < 3 and _letter(words[k]):
         if not (_takes(flagged, k, added) or flagged[k] in NAME_CATEGORIES) or (k > j and tokens.gaps[k] not in (" ", ". ", ".")):
             return []
         k += 1
     found = k < n and flagged[k] in NAME_CATEGORIES  # "husband s singh" with "singh" found already
     if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not (found or _takes(flagged, k, added)) or not _surname_like(tokens, k, d):
+        return []
+    if words[j] in WORD_LETTERS and not (found or tokens.lowers[k] in name_words() or tokens.lowers[k] in surrogate_name_words()):
         return []
     return list(range(j, k + 1))
 
