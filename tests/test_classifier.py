@@ -387,6 +387,12 @@ def test_a_headings_word_is_never_taken_for_a_place():
         assert not vetoed(text, tokens, tokens.words.index(word), "LOCATION", None)
 
 
+def relatives_found(text: str) -> set[str]:
+    """The words relative_cues adds in `text`, nothing flagged before."""
+    tokens = Tokens.of(text)
+    return {tokens.words[i] for i in postprocess.relative_cues(text, tokens, [None] * len(tokens))}
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -396,9 +402,7 @@ def test_a_headings_word_is_never_taken_for_a_place():
     ],
 )
 def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expected):
-    tokens = Tokens.of(text)
-    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
-    assert {tokens.words[i] for i in added} == expected
+    assert relatives_found(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -413,9 +417,7 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
     ],
 )
 def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):
-    tokens = Tokens.of(text)
-    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
-    assert {tokens.words[i] for i in added} == expected
+    assert relatives_found(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -551,9 +553,7 @@ def test_names_joined_by_a_slash_go_together_but_not_a_department():
     ],
 )
 def test_a_listed_name_or_a_given_name_right_before_a_bracketed_kinship_word_is_a_relative(text, expected):
-    tokens = Tokens.of(text)
-    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
-    assert {tokens.words[i] for i in added} == expected
+    assert relatives_found(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -565,9 +565,7 @@ def test_a_listed_name_or_a_given_name_right_before_a_bracketed_kinship_word_is_
     ],
 )
 def test_a_letter_that_is_a_word_after_a_kinship_word_is_an_initial_before_a_listed_surname(text, expected):
-    tokens = Tokens.of(text)
-    added = postprocess.relative_cues(text, tokens, [None] * len(tokens))
-    assert {tokens.words[i] for i in added} == expected
+    assert relatives_found(text) == expected
 
 
 def test_a_capital_i_right_before_a_name_after_a_lower_case_word_is_an_initial():
