@@ -17,8 +17,8 @@ part of a DOCTOR entry goes into the same trie, and :class:`StaffDirectory` deci
 that is no ordinary word (english.txt, medical.txt, common_words.txt) is taken anywhere, as the
 record's names are; one that is ("Hope", "May", "Lee") only next to a title or a role
 (rules/lists.toml), or on the note's closing line with nothing but other parts and initials: a
-signature ("- HALL", "p hall").  Next to a title or a role a spelling variant of a part is taken too, by the
-record matcher's edit-distance ratio.  Titles and roles are found by one more compiled pattern;
+signature ("- HALL", "p hall").  Next to a title or a role a spelling variant of a part is taken
+too, by the record matcher's edit-distance ratio.  Titles and roles are found by one more compiled pattern;
 words next to them are compared with the directory in one rapidfuzz call per note, and only the
 words no earlier note had (the answers are kept for the run).
 """
