@@ -491,8 +491,8 @@ class PlaceDetector:
         for name, end in names:
             written = text[cue.start(1) : end]
             one_case = caps or written.islower()
-            # before when, or at its clause's end after a stay that is no form of "be" ("works in reading, contactable")
-            before_when = one_case and (
+            # bounded: before when, or at its clause's end after a stay that is no form of "be" ("works in reading, contactable")
+            bounded = one_case and (
                 WHEN_AFTER.match(low, end) is not None
                 or (CLAUSE_END.match(low, end) is not None and self._after(self._staying, low, cue) and self._lived_in(low, cue))
             )
@@ -501,11 +501,11 @@ class PlaceDetector:
             nation = name in self._cased_towns and self._rules.places.get(name) == NEVER
             nation = nation and (cue[0].strip() != "in" or self._lived_in(low, cue))
             if caps:
-                cased = nation or (before_when and (name in self._moving_towns or name in self._cased_towns))
+                cased = nation or (bounded and (name in self._moving_towns or name in self._cased_towns))
             elif name in self._moving_towns:
-                cased = " " in name or titlecase(written) or before_when
+                cased = " " in name or titlecase(written) or bounded
             else:  # a large town of an everyday word, which the cue takes Capitalised: in lower case before when
-                cased = nation or (name in self._cased_towns and before_when)
+                cased = nation or (name in self._cased_towns and bounded)
             if cased and self._after_moving(low, cue):
                 end = max(self._town_end(text, low, end), self._capitalised_run(text, cue.start(1)))
                 if self._anchor.search(low, cue.start(1), end) is None and self._anchor.match(low, end) is None:
