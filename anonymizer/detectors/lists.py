@@ -1,7 +1,8 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
 and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
-initials only where a place is named: "f/u at CGH"), however its punctuation is written ("St.
+initials only where a place is named: "f/u at CGH"; an unlisted one of four to six ending in H there
+too, if no word list holds it: "f/u at KTPH"), however its punctuation is written ("St.
 Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio": :func:`written_forms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
@@ -73,6 +74,9 @@ _DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's
 ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give an acronym no letter
 SHORT_ACRONYM = 3  # a hospital's acronym has at least these many initials
 ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (AcronymCues)
+# A hospital no list holds, by its initials: four to six letters ending in H(ospital) ("TTSH",
+# "NTFGH"), taken only where a place is named and when no word list holds it ("TRACH", "CVVH" stay).
+_HOSPITAL_ACRONYM = re.compile(r"(?<![\w/&])[a-z]{3,5}h(?![\w/&])")
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -173,6 +177,9 @@ class ListDetector:
         # hospitals' acronyms of three letters: taken only where a place is named
         self._short_acronyms = {key: category for key, category in initials.items() if key not in long and key not in self._category}
         self._acronym_cues = AcronymCues.read(rules / "lists.toml")
+        # what an acronym no list holds is not, if a word list or rules/lists.toml holds it
+        medical = {w.casefold() for w in read_word_list(WORDS / "medical.txt")}
+        self._words = frozenset(english_rank()) | everyday | clinical_words() | medical | self._acronym_cues.not_hospitals
         # The institutions and places as notes also write them ("St. Lukes", "Women's & Children's",
         # "Bukit-Timah"): the trie matches an entry's words across any gap (_GAP) and with or without
         # apostrophes, so each needs one key, its words apart ("st luke's"), and one more run together
@@ -196,11 +203,11 @@ class ListDetector:
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         if self._pattern is None:
             return []
-        spans = []
         hits: list[tuple[int, int, str]] = []  # the staff directory's keys
         # On ASCII text lower-casing keeps every offset, and ignoring case means lower-casing.
         lower = text.lower()
         ascii_text = text.isascii()
+        spans = self._unlisted_acronyms(text, lower) if ascii_text else []
         matches = self._lower.finditer(lower) if ascii_text else self._pattern.finditer(text)  # type: ignore[union-attr]
         one_case: bool | None = None  # whether the note is all in lower case, worked out once if needed
         for match in matches:
@@ -226,7 +233,22 @@ class ListDetector:
             if not spans:
                 return staff
             spans += staff
-            spans.sort(key=_START)
+        spans.sort(key=_START)
+        return spans
+
+    def _unlisted_acronyms(self, text: str, lower: str) -> list[Span]:
+        """Hospitals no list holds, by initials ending in H, in capitals (in a note all in lower
+        case, as written) where a place is named ("f/u at TTSH", "TCU SOC ntfgh"); `text` is ASCII."""
+        one_case: bool | None = None
+        spans = []
+        for match in _HOSPITAL_ACRONYM.finditer(lower):
+            key = match.group()
+            if key in self._words or key in self._category or key in self._written:
+                continue
+            if one_case is None:
+                one_case = text.islower()
+            if self._acronym_cues.name_a_place(text, lower, match.start(), match.end(), one_case):
+                spans.append(Span(match.start(), match.end(), "HOSPITAL", self.name, "unlisted_acronym"))
         return spans
 
 
@@ -542,6 +564,7 @@ class AcronymCues:
         self._line = re.compile(
             rf"(?:^|\n)[ \t]*(?:(?:{words('line_titles')})\b[^\n,]{{1,48}},|(?:{words('visits')})\b[^\n]{{1,40}}[ \t]-)[ \t]*\Z"
         )
+        self.not_hospitals = frozenset(rules["not_hospitals"])  # clinical abbreviations no word list holds
 
     @classmethod
     def read(cls, path: Path) -> "AcronymCues":
