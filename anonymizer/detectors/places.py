@@ -942,8 +942,14 @@ class PlaceDetector:
                 break
             if token[-1] in ",;:()" or not any(c.isalnum() for c in token):  # "visit - clementi polyclinic"
                 break
-            if sum(w not in CONNECTORS for _, _, w in name) == 3 or not token.islower() or not bare.replace("-", "").isalpha():
-                return []  # the name runs on, or a word of another kind: no boundary found
+            if sum(w not in CONNECTORS for _, _, w in name) == 3:
+                # the name runs on: its last three words, if two are no English word ("ang mo
+                # [kio-thye hua kwan] hospital"; "rehab placement vs community hospital" stays)
+                if sum(not self._rules.english(w) for _, _, w in name) < 2:
+                    return []
+                break
+            if not token.islower() or not bare.replace("-", "").isalpha():
+                return []  # a word of another kind: no boundary found
             name.append((start, finish, bare))
             if opening:
                 break
