@@ -135,6 +135,7 @@ class HonorificDetector:
         institution_suffixes: Iterable[str] = (),
         care_cues: Iterable[str] = (),
         care_cues_capitalised: Iterable[str] = (),
+        admission_words: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -215,6 +216,8 @@ class HonorificDetector:
             (c, c in capitalised, self._honorifics[c].category if c in self._honorifics else "DOCTOR")
             for c in (c.casefold() for c in care_cues)
         )
+        admissions = "|".join(re.escape(w.casefold()) for w in admission_words) or "(?!)"
+        self._admission = re.compile(rf"(?<![\w/])(?:{admissions})(?![\w/])")
 
     @property
     def honorifics(self) -> tuple[Honorific, ...]:
@@ -266,6 +269,7 @@ class HonorificDetector:
             institution_suffixes=tomllib.loads((rules_dir / "places.toml").read_text(encoding="utf-8"))["institutions"]["suffixes"],
             care_cues=rules.get("care_cues", ()),
             care_cues_capitalised=rules.get("care_cues_capitalised", ()),
+            admission_words=rules.get("admission_words", ()),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -321,8 +325,14 @@ class HonorificDetector:
         spans += self._closing_name(text)
         for cue, capitalised, category in self._care_cues:
             for at in whole_words(low, cue):
-                spans += self._cared_by(text, at + len(cue), capitalised, category)
+                any_case = capitalised and self._admitted(low, at)
+                spans += self._cared_by(text, at + len(cue), capitalised and not any_case, category)
         return spans
+
+    def _admitted(self, low: str, at: int) -> bool:
+        """Whether an admission word (rules/honorifics.toml) stands before `at` in its sentence."""
+        start = max(low.rfind("\n", 0, at), low.rfind(". ", 0, at), low.rfind(";", 0, at)) + 1
+        return self._admission.search(low, start, at) is not None
 
     def _cared_by(self, text: str, at: int, capitalised: bool, category: str) -> list[Span]:
         """The name after a care cue ending at `at` (rules/honorifics.toml's care_cues): up to
