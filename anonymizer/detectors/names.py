@@ -13,8 +13,9 @@ its names ("W X Tan") or as the name after a patient's title ("Mrs S.", "mr I ha
 together are a record token but for one edit and closer to it than the first part alone
 ("Quellmo re" for Quellmore; not "Des more" for Desmond).
 
-A variant that is also a common word ("morning" or "running" for Manning) is taken only where
-it is not written in lower case inside a mixed-case note: there the writer meant the ordinary word.
+A variant that is also a common or a clinical word ("morning" or "running" for Manning, "liver"
+for Oliver) is taken only where it is not written in lower case inside a mixed-case note: there
+the writer meant the ordinary word.
 Exact matches, and variants in all-capitals or all-lower-case notes, are always taken.
 
 A given name's common nicknames and diminutives are the name too, both ways (a William written
@@ -48,7 +49,7 @@ from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
 from anonymizer.spans import Span
-from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, english_rank, never_a_name
+from anonymizer.vocabulary import CLASSIFIER_DATA, calendar_words, clinical_words, english_rank, never_a_name
 
 # Letters only: a name never contains digits, and apostrophes/hyphens split a name into parts.
 WORD = regex.compile(r"[^\W\d_]+")
@@ -225,7 +226,8 @@ class RecordNames:
         self._threshold = threshold
         self._tokens = tokens
         self._words = words or NoteWordCache()
-        self._common = common  # common words: variants only where not written in lower case (module docstring)
+        self._common = common
+        self._ordinary = common | clinical_words()  # variants only where not written in lower case (module docstring)
         self._nicknames = nicknames
         self._index = per_record(self._build_index)
 
@@ -290,7 +292,7 @@ class RecordNames:
             self._add_titled_initials(text, matches, flagged, initials)
         if cased:
             self._add_worded(text, matches, flagged, cased)
-        ordinary = hits.intersection(self._common).difference(tokens)  # approximate matches only
+        ordinary = hits.intersection(self._ordinary).difference(tokens)  # approximate matches only
         if ordinary and not text.isupper() and not text.islower():
             flagged = [hit and not (w in ordinary and text[start:end].islower()) for (start, end, w), hit in zip(matches, flagged)]
         rank = english_rank()
