@@ -108,6 +108,8 @@ JUDGED = [
     ("s/p appy age 12, TAH 1975", "12", True, "age_number"),
     ("aged 45 at diagnosis", "45", True, "age_number"),
     ("s/p appy age 12, TAH 1975", "1975", False, None),
+    ("f/u 2022-11-19, E Chen 87yo", "87yo", True, "compact_age"),
+    ("73M, Smith, adm 2019-06-07", "73M", True, "compact_age"),
 ]
 
 
