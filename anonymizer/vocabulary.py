@@ -189,7 +189,16 @@ def demonyms() -> frozenset[str]:
     return frozenset(read_word_list(CLASSIFIER_DATA / "demonyms.txt"))
 
 
+@lru_cache(maxsize=1)
+def ward_words() -> frozenset[str]:
+    """The rules' everyday words and ward abbreviations (rules/common_words.txt: "adls", "pmhx",
+    "physio") that no name list holds."""
+    return frozenset(w.casefold() for w in read_word_list(data_dir("rules") / "common_words.txt") if len(w) > 1) - name_words()
+
+
 def never_a_name(word: str) -> bool:
     """Whether the classifier may never take a lower-cased word for a name: an ordinary English,
-    clinical or drug word, or a nationality ("Filipino"), that no name list holds."""
-    return plain_word(word) or clinical_word(word) or drug_word(word) or (word in demonyms() and word not in name_words())
+    clinical or drug word, a ward's word, or a nationality ("Filipino"), that no name list holds."""
+    if plain_word(word) or clinical_word(word) or drug_word(word) or word in ward_words():
+        return True
+    return word in demonyms() and word not in name_words()

@@ -352,6 +352,14 @@ def test_a_clinical_word_is_never_taken_for_a_name_but_may_be_a_place():
     assert not vetoed(text, tokens, tokens.words.index("Quimby"), "DOCTOR", None)
 
 
+def test_a_wards_word_of_the_rules_is_never_taken_for_a_name_but_an_initial_may_be():
+    text = "FDW Madam Png helps with ADLs; seen by physio. PMHX: nil. C C Ho (cardio)"
+    tokens = Tokens.of(text)
+    for word in ("ADLs", "physio", "PMHX"):
+        assert vetoed(text, tokens, tokens.words.index(word), "RELATIVE", None)
+    assert not vetoed(text, tokens, tokens.words.index("C"), "DOCTOR", None)
+
+
 def test_a_drug_or_a_kinship_word_is_never_taken_for_a_name():
     text = "Tx with Lorazepam and XANAX overnight; her health care PROXY and son-in-law aware; Dr Allegra"
     tokens = Tokens.of(text)

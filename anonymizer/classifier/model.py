@@ -482,8 +482,8 @@ def vetoed(
 ) -> bool:
     """Whether token i stays unflagged whatever its score: a title taken for a name ("Prof."), a
     credential, a contraction, a number or an abbreviation's letter taken for one ("RN", "DON'T",
-    "2MG", "d/t", "O&G": not_a_name), an ordinary English or clinical word that no name list holds
-    taken for a name ("son visited", "Mitral Valve": anonymizer.vocabulary; in lower case in a
+    "2MG", "d/t", "O&G": not_a_name), an ordinary English, clinical or ward word that no name list
+    holds taken for a name ("son visited", "Mitral Valve", "helps with ADLs": anonymizer.vocabulary; in lower case in a
     note that Capitalises names, such a word of any frequency: "Tan prefers"), a stop word with two
     letters swapped, not Capitalised ("dr reveiw": postprocess.swapped_stop_words), a colour's name
     ("tan-coloured"), a kinship word
