@@ -144,6 +144,7 @@ def test_an_empty_list_keeps_only_the_possessive_rule() -> None:
         ("Seen by Dr Tan. Nephew john called, Daughter Mary aware", "john", "RELATIVE", False),  # a kinship word before it
         ("Seen by Dr Tan. Discussed with z y lee, Daughter Mary aware", "lee", "DOCTOR", False),  # initials before it
         ("Seen by Dr Tan. Contact: mary ann rodrigues, Daughter", "mary", "RELATIVE", False),  # a listed name after it
+        ("Seen by Dr Tan. NOK: Mary\nrose from chair unaided", "rose", "DOCTOR", True),  # its neighbours on another line
         ("seen by dr tan. wood resides at bedok", "resides", "PATIENT", False),  # a note in lower case says nothing
     ],
 )

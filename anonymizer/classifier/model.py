@@ -642,14 +642,16 @@ def lower_case_word(tokens: Tokens, i: int) -> bool:
     """Whether token i, written in lower case in a Capitalising note, is the word, not a name: an
     English word that no name list holds (vocabulary.plain_word, of any rank: "prefers", "resides",
     "contactable"), or one of the FREQUENT_WORD most frequent that one does ("BP rose to", "grace
-    period") unless a neighbour reads as part of a name: an initial, a title, a kinship word or
-    another listed name ("nephew john", "d/w z y lee", "mary ann rodrigues", "Jamal bin Salleh")."""
+    period") unless a neighbour on its line reads as part of a name: an initial, a title, a kinship
+    word or another listed name ("nephew john", "d/w z y lee", "mary ann rodrigues", "Jamal bin
+    Salleh"; not "NOK\nrose from chair")."""
     lower = tokens.lowers[i]
     if plain_word(lower, rank=None):
         return True
     rank = english_rank().get(lower)
     frequent = rank is not None and rank < FREQUENT_WORD and len(lower) > 1
-    return frequent and not any(_name_cue(tokens, k) for k in (i - 1, i + 1) if 0 <= k < len(tokens))
+    neighbours = [k for k in (i - 1, i + 1) if 0 <= k < len(tokens) and "\n" not in tokens.gaps[max(i, k)]]
+    return frequent and not any(_name_cue(tokens, k) for k in neighbours)
 
 
 def _name_cue(tokens: Tokens, k: int) -> bool:
