@@ -353,9 +353,9 @@ def test_a_clinical_word_is_never_taken_for_a_name_but_may_be_a_place():
 
 
 def test_a_wards_word_of_the_rules_is_never_taken_for_a_name_but_an_initial_may_be():
-    text = "FDW Madam Png helps with ADLs; seen by physio. PMHX: nil. C C Ho (cardio)"
+    text = "FDW Madam Png helps with ADLs; seen by physio. PMHX: nil. Occasional EtOH. C C Ho (cardio)"
     tokens = Tokens.of(text)
-    for word in ("ADLs", "physio", "PMHX"):
+    for word in ("ADLs", "physio", "PMHX", "EtOH"):
         assert vetoed(text, tokens, tokens.words.index(word), "RELATIVE", None)
     assert not vetoed(text, tokens, tokens.words.index("C"), "DOCTOR", None)
 
