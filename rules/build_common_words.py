@@ -46,7 +46,7 @@ CLINICAL = """
     anesthesia anesthetic anesthetist aptt ards asap attended attending aware bd bid bka bloods
     bm bp bpm bx ca cabg cap cbc cbg ccf ckd clinic clinician cmo cns cons consult consultant
     consulted contacted copd counseled counselled cpr cr crp csf ct cva cvs cxr day days dc ddx
-    dept dhf discharge discharged dka dm dnr documented dvt dx ecg echo ed egfr ekg emd ent
+    dept dhf discharge discharged dka dm dnr dob documented dvt dx ecg echo ed egfr ekg emd ent
     escalated esr etoh exam examined explained fbc fhx flare fu fx ga gcs gi gp gu handed hb hdu hpi
     hr htn hx icu idc im informed inr iv ivf ivi la lft lfts liaised lmp los lp mane mc mcv mdt
     med meds mg ml mmhg mo mri na nbm ng ngt nkda nocte notified npo nsaid nstemi nurse nursing
