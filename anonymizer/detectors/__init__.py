@@ -40,6 +40,16 @@ def unit_after_number(text: str, start: int) -> bool:
     return text[start - 1 : start] == "/" and NUMBER_BEFORE_SLASH.search(text, max(0, start - UNIT_REACH), start) is not None
 
 
+# After "LOW" (loss of weight): its duration in the clinic's shorthand, or "/LOA" (loss of appetite).
+_LOSS_OF_WEIGHT_AFTER = re.compile(r"[ \t]*/[ \t]*loa\b|[ \t]+(?:over[ \t]+|for[ \t]+|x[ \t]*)?\d{1,2}/(?:7|12|52)\b", re.IGNORECASE)
+
+
+def loss_of_weight(text: str, start: int, end: int) -> bool:
+    """Whether the word at `start`:`end` is "LOW", loss of weight, before its duration or "/LOA"
+    ("LOW 3/7", "LOW over 4/12", "no LOW/LOA"): the surname Low is then no name."""
+    return end - start == 3 and text[start:end].lower() == "low" and _LOSS_OF_WEIGHT_AFTER.match(text, end) is not None
+
+
 def lowered(text: str) -> str:
     """The text in lower case with the same offsets: a letter whose lower case is longer ("İ")
     stays as it is, so that a position found in the copy is the same in the text."""

@@ -44,7 +44,7 @@ import regex
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from anonymizer.detectors import names_a_colour, unit_after_number
+from anonymizer.detectors import loss_of_weight, names_a_colour, unit_after_number
 from anonymizer.detectors.regex_analysis import alternation
 from anonymizer.record import PatientRecord, per_record
 from anonymizer.resources import read_word_list
@@ -304,8 +304,11 @@ class RecordNames:
             ]
         if "olo" in text or "OLO" in text:  # "tan-coloured sputum", "Tan-Coloured" for a patient named Tan
             flagged = [hit and not names_a_colour(text, end) for (_, end, _), hit in zip(matches, flagged)]
-        if "/" in text:  # "PR 103/min" for a patient named Min: a unit after a number and a slash
-            flagged = [hit and not unit_after_number(text, start) for (start, _, _), hit in zip(matches, flagged)]
+        if "/" in text:  # "PR 103/min" for a patient named Min: a unit after a number and a slash; "LOW 3/7"
+            flagged = [
+                hit and not (unit_after_number(text, start) or loss_of_weight(text, start, end))
+                for (start, end, _), hit in zip(matches, flagged)
+            ]
         if not initials.isdisjoint(words):  # initials are single letters: the note's one-letter words
             self._add_initials(text, matches, flagged, initials)
         spans = self._join(text, matches, flagged)
