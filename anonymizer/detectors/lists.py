@@ -95,11 +95,12 @@ _PART_KINDS = frozenset({"name", "ambiguous", "cased"})  # what StaffDirectory._
 _LAST_TOKEN = re.compile(r"((?:[^\W\d_]\.){1,3}|(?<![^\W\d_])[^\W\d_]+(?:['’][^\W\d_]{2,}|-[^\W\d_]+)*)[^\S\r\n]*\Z")
 # Initials written after a surname ("Lim K.H.", "LIM KH", "Lim KH") or before it ("K.H. Lim", "KH Lim").
 _INITIALS_AFTER = re.compile(r"[^\S\r\n]*(?:[A-Z]\.[^\S\r\n]?){1,3}|[^\S\r\n]+[A-Z]{1,3}(?![\w.])")
-# Before a name, undotted initials are two capitals at most: three are an abbreviation far more
+# Before a name, initials never follow a slash (the "N" of "S/N Tan" is a title's); undotted
+# initials are two capitals at most: three are an abbreviation far more
 # often ("TCU Anitha", "NOK Mary", "ICU Tan") than a person's initials ("KH Lim", "K.H.B. Lim").
-_INITIALS_BEFORE = re.compile(r"(?:(?<![\w.])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w.])[A-Z]{1,2})[^\S\r\n]*\Z")
+_INITIALS_BEFORE = re.compile(r"(?:(?<![\w./])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w./])[A-Z]{1,2})[^\S\r\n]*\Z")
 # Initials of any case before a surname: "x w quek", "c.j. sng", "cj sng" (see StaffDirectory.initials).
-_ANY_INITIALS_BEFORE = re.compile(r"(?<![\w.])(?:[^\W\d_]\.?[^\S\r\n]?){1,3}[^\S\r\n]*\Z|(?<![\w.])[^\W\d_]{2,3}[^\S\r\n]+\Z")
+_ANY_INITIALS_BEFORE = re.compile(r"(?<![\w./])(?:[^\W\d_]\.?[^\S\r\n]?){1,3}[^\S\r\n]*\Z|(?<![\w./])[^\W\d_]{2,3}[^\S\r\n]+\Z")
 _LONE_WORDS = frozenset({"a", "i"})  # a single letter that is a word, never an initial alone
 
 
