@@ -44,7 +44,7 @@ CLINICAL = """
     abg abx acs adl adls admit admitted ae aki amb anaesthesia anaesthetic anaesthetist assoc asst
     csurg ctsurg gensurg gyn heme hemeonc neurosurg nephro nsurg obgyn onc ophtho pulm rheum uro vascsurg
     anesthesia anesthetic anesthetist aptt ards asap attended attending aware bd bid bka bloods
-    bm bp bpm bx ca cabg cap cbc cbg ccf ckd clinic clinician cmo cns cons consult consultant
+    bm bp bpm bx ca cabg cap cbc cbg ccf ckd clinic clinician clo cmo cns cons consult consultant
     consulted contacted copd counseled counselled cpr cr crp csf ct cva cvs cxr day days dc ddx
     dept dhf discharge discharged dka dm dnr dob documented dvt dx ecg echo ed egfr ekg emd ent
     escalated esr etoh exam examined explained fbc fhx flare fu fx ga gcs gi gp gu handed hb hdu hpi
