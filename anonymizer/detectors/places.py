@@ -86,8 +86,9 @@ CODE_AFTER = re.compile(r",[ \t]?([a-z]{2})(?![\w'’-])")  # a state's code aft
 WORD_AFTER = re.compile(r"[ \t]+([A-Za-z][A-Za-z'’-]*)[,;:]?")  # the words of a name after a prefix
 CODE = re.compile(r"[A-Z]{2}(?![\w-])")  # a state's postal code, as written
 CAPITALISED = re.compile(r"[ \t]*([A-Z][a-z][A-Za-z'’-]*)(?![\w-])")  # a word of a name, as written
-# A town alone in brackets, as a referral names a GP's practice: "Dr Ng (Clementi)", "(Kuala Lumpur)".
-BRACKETED = re.compile(r"\(([^\W\d_]{2,}(?:[ \t][^\W\d_]{2,})?)\)")
+# A town alone in brackets, as a referral names a GP's practice: "Dr Ng (Clementi)", "(Kuala Lumpur)",
+# "(Ang Mo Kio)".
+BRACKETED = re.compile(r"\(([^\W\d_]{2,}(?:[ \t][^\W\d_]{2,}){0,2})\)")
 NAME_AFTER = re.compile(r"[ \t]+[A-Z](?:[a-z]|['’][A-Z])")  # "St John's", "Dr. O'Hara": a capitalised name after an abbreviation
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
@@ -322,6 +323,8 @@ class PlaceDetector:
         self._street_prefix = re.compile(
             r"[A-Za-z]+[ \t]+(?:[A-Z][\w'-]*|\d{1,4}[A-Za-z]?\b)(?:[ \t]+[A-Z][\w'-]*){0,2}(?:[ \t]+\d{1,4}[A-Za-z]?\b)?"
         )
+        # In a note of one case, on the lower-cased note: any words or numbers, up to a stop word.
+        self._street_prefix_any = re.compile(r"[a-z]+((?:[ \t]+(?:[a-z][a-z'-]*|\d{1,4}[a-z]?)(?![\w'-])){1,4})")
         # Universities named after a state (hospitals of their own), on the lower-cased note;
         # "U of <code>" as written.
         state_names = alternation([*rules.states, *(c.lower() for c in rules.states.values())])
@@ -524,18 +527,37 @@ class PlaceDetector:
         if titlecase(first) and titlecase(second) and self._after_moving(low, cue):
             spans.append(Span(cue.start(1), self._town_end(text, low, cue.end(2)), "LOCATION", self.name, "town_after_moving"))
 
+    def _prefixed_street(self, text: str, caps: bool, at: int, spans: list[Span]) -> None:
+        """The street a prefix at `at` opens: Capitalised words or a number after it ("Jalan Besar",
+        "Lorong 4 Toa Payoh"); in a note of one case, up to four words or numbers before a stop word
+        ("stayed at jalan bukit merah with son", "JALAN TENTERAM WITH")."""
+        if not (caps or text.islower()):
+            if (street := self._street_prefix.match(text, at)) is not None:
+                spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
+            return
+        low = text.lower()
+        if (street := self._street_prefix_any.match(low, at)) is None:
+            return
+        end = street.start(1)
+        for word in re.finditer(r"\S+", street[1]):
+            if word[0] in self._rules.stop_words:
+                break
+            end = street.start(1) + word.end()
+        if end > street.start(1):
+            spans.append(Span(at, end, "LOCATION", self.name, "street"))
+
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
         """Whether the words alone in brackets are a town: Capitalised and no everyday word
         ("(Clementi)", "(Baltimore)"; not "(Reading)", "(Bell)"), or in a note of one case no
         English word but one the dictionary spells only Capitalised ("(jurong east)", "(perth)" in
         a lower-case note; not "(reading)"), and no ward or
-        clinical word ("(MICU)"); a town of two words also in lower case and though its words are
-        English ones ("(Kuala Lumpur)", "(pasir ris)")."""
+        clinical word ("(MICU)"); a town of two or three words also in lower case and though its
+        words are English ones ("(Kuala Lumpur)", "(pasir ris)", "(ang mo kio)")."""
         key = written.lower()
         if key not in self._towns:
             return False
         words = written.split()
-        if len(words) == 2:
+        if len(words) > 1:
             return one_case or written.islower() or all(titlecase(w) for w in words)
         if key in self._not_towns:
             return False
@@ -783,8 +805,7 @@ class PlaceDetector:
             self._town_before_noun(text, caps, at, spans)
             return
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
-            if (street := self._street_prefix.match(text, at)) is not None:
-                spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
+            self._prefixed_street(text, caps, at, spans)
         elif anchor in rules.suffixes or anchor in rules.prefixes:
             found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), anchor in rules.bare_suffixes, spans)
             if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
