@@ -38,6 +38,7 @@ from anonymizer.vocabulary import (
     MEDICAL,
     SwappedWords,
     calendar_words,
+    chinese_name_parts,
     clinical_word,
     drug_word,
     inflected_word,
@@ -616,6 +617,7 @@ class HonorificDetector:
         if first is None:
             return None
         after_connector = after_initial = cased = False
+        last = ""  # the last word taken
         tokens = _Lookahead(chain((first,), rest))  # read one ahead where a word is everyday
         for i, token in enumerate(tokens):
             previous_connector, after_connector = after_connector, token.connector
@@ -643,12 +645,12 @@ class HonorificDetector:
             elif cased and len(key) > 2:
                 taken = False  # "Dr Nakagawa recs vanco": a name begun Capitalised goes on Capitalised
             else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
-                taken = self._inner_word(key) or self._syllable_before_name(key, tokens.peek())
+                taken = self._inner_word(key) or self._syllable_before_name(key, tokens.peek()) or _given_pair(last, key)
             if not taken:
                 break
             if not has_word:
                 cased = token.word.istitle()
-            end, has_word = token.end, True
+            end, has_word, last = token.end, True, key
             if token.dotted:
                 break  # a period after a whole word ends the sentence, and the name with it
         return end if has_word or strong else None
@@ -694,6 +696,13 @@ class HonorificDetector:
         if title.isupper() and token.word.isupper() and key in name_words():
             return True
         return key not in self._common and not plain_word(key, rank=None)
+
+
+def _given_pair(last: str, key: str) -> bool:
+    """Whether `key` is the second of a Chinese given name's two syllables after `last`, the
+    first, though an English word ("prof hong min", "dr sim xin lay", "DR LIAN AH")."""
+    given = chinese_name_parts()[1]
+    return last in given and key in given
 
 
 class _Lookahead:
