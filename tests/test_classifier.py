@@ -417,11 +417,12 @@ def test_a_two_letter_diminutive_after_a_kinship_word_is_a_relative(text, expect
     ("text", "expected"),
     [
         ("husband evans informed; nephew THOMPSON on 3/4; brought in by brother hussein", {"evans", "THOMPSON", "hussein"}),
-        ("wife brown at bedside; son english speaking; daughter smith aware", set()),  # words too
+        ("wife brown at bedside; son english speaking; daughter smith aware", {"brown", "smith"}),  # before what is said of them
+        ("wife brown and tired; son english speaking; daughter smith's", set()),  # words too
         ("son accompanies pt to clinic; dtr quellmores called", {"quellmores"}),  # a rare verb's -s form is no name
         ("daughter manages finances; son resides abroad", set()),  # nor two of them, as a name's two words
         ("daughter mary williams called", {"mary", "williams"}),  # a listed surname ending in s is one
-        ("neighbour foo checks daily; lives with niece nur; son mei at home", {"foo", "nur"}),  # names of other origins
+        ("neighbour foo checks daily; lives with niece nur; son mei, home", {"foo", "nur"}),  # names of other origins
     ],
 )
 def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word_is_a_relative(text, expected):
@@ -436,7 +437,8 @@ def test_a_frequent_surname_that_english_spells_capitalised_after_a_kinship_word
         ("son koh soon to visit", {"koh": "NAME"}, {"koh"}),  # one syllable after the surname: "soon" the word
         ("son KOH min leng visited", {"KOH": "NAME"}, {"KOH"}),  # not in one case
         ("conference with wife BOON HUAT on 3/4", {}, {"BOON", "HUAT"}),  # a given name without its surname
-        ("wife soon to visit; son mei at home", {}, set()),
+        ("wife soon to visit; son mei, home", {}, set()),
+        ("son mei at home", {}, {"mei"}),  # a surname too, before what is said of the relative
         ("seen with boon huat (husband) today", {}, {"boon", "huat"}),  # before a bracketed kinship word
         ("visited by quek BOON HUAT (son)", {"quek": "NAME"}, {"quek", "BOON", "HUAT"}),  # a bare name relabelled
         ("will stop soon (wife agrees); see you soon (son aware)", {}, set()),

@@ -67,6 +67,11 @@ NAME_PREFIXES = frozenset({"ah"})
 LETTER, UPPER = regex.compile(r"\p{L}"), regex.compile(r"\p{Lu}")
 ASCII_LETTERS, ASCII_UPPER = string.ascii_letters.encode(), string.ascii_uppercase.encode()
 COMMON_RANK = 5000  # words among the 5,000 most frequent English words are never added
+# What follows a relative's name where a sentence goes on about the relative ("nephew wee to bring
+# pt home", "husband brown understand", "friend wood at bedside"): then a surname English uses is
+# the name (_surname_before_predicate).
+PREDICATE_AFTER = frozenset({"to", "at", "understand", "understands", "aware", "informed", "updated", "called", "visited", "agreeable"})
+PREDICATE_RANK = 1000  # a surname among the 1,000 most frequent English words is the word there ("soon", "young")
 CONTRACTED = frozenset({"t", "ll", "m", "re", "ve", "d"})  # what follows the apostrophe of a contraction
 WORD_LETTERS = frozenset({"a", "i", "I"})  # letters that are words ("son a bit better", "I"), not initials
 # Words that join a place's name but never end it: "University of Maryland", not "Grace of Towson".
@@ -331,6 +336,8 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
             continue
         elif _relative_word(tokens, j, d, first=lowers[i] == "mom" and tokens.words[i].isupper()):  # MOM: milk of magnesia
             added[j] = category
+        elif _surname_before_predicate(tokens, j, d):
+            added[j] = category  # "nephew wee to bring pt home"
         elif lowers[j] in NAME_PREFIXES and j + 1 < n and tokens.gaps[j + 1] == " " and _surname_like(tokens, j + 1, d):
             added[j] = added[j + 1] = category  # "son ah zhi"
             j += 1
@@ -344,6 +351,19 @@ def relative_cues(text: str, tokens: Tokens, flagged: Sequence[str | None], dict
                 break
             added[j] = category
     return added
+
+
+def _surname_before_predicate(tokens: Tokens, j: int, d: Dictionaries) -> bool:
+    """Whether token j, in lower case or capitals, is a surname a list holds though English uses
+    the word too ("wee", "brown", "wood", "neo"), right before what a sentence says of the relative
+    (PREDICATE_AFTER: "nephew wee to bring", "husband brown understand"; "son well at home", "wife
+    soon to visit" stay)."""
+    word, lower = tokens.words[j], tokens.lowers[j]
+    if word.istitle() or not word.isalpha() or len(word) < 2 or j + 1 >= len(tokens) or tokens.gaps[j + 1] != " ":
+        return False
+    if tokens.lowers[j + 1] not in PREDICATE_AFTER or d.english_rank.get(lower, RARE_RANK) < PREDICATE_RANK:
+        return False  # "wife soon to visit", "son young at heart": the word
+    return lower in d.words["last"] or lower in chinese_name_parts()[0]
 
 
 def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
