@@ -527,7 +527,7 @@ class PlaceDetector:
         if titlecase(first) and titlecase(second) and self._after_moving(low, cue):
             spans.append(Span(cue.start(1), self._town_end(text, low, cue.end(2)), "LOCATION", self.name, "town_after_moving"))
 
-    def _prefixed_street(self, text: str, caps: bool, at: int, spans: list[Span]) -> None:
+    def _prefixed_street(self, text: str, low: str, caps: bool, at: int, spans: list[Span]) -> None:
         """The street a prefix at `at` opens: Capitalised words or a number after it ("Jalan Besar",
         "Lorong 4 Toa Payoh"); in a note of one case, up to four words or numbers before a stop word
         ("stayed at jalan bukit merah with son", "JALAN TENTERAM WITH")."""
@@ -535,7 +535,6 @@ class PlaceDetector:
             if (street := self._street_prefix.match(text, at)) is not None:
                 spans.append(Span(at, street.end(), "LOCATION", self.name, "street"))
             return
-        low = text.lower()
         if (street := self._street_prefix_any.match(low, at)) is None:
             return
         end = street.start(1)
@@ -805,7 +804,7 @@ class PlaceDetector:
             self._town_before_noun(text, caps, at, spans)
             return
         if anchor in rules.street_prefixes:  # "Jalan Besar", "Lorong 4 Toa Payoh"
-            self._prefixed_street(text, caps, at, spans)
+            self._prefixed_street(text, m.string, caps, at, spans)  # m: a match on the lower-cased note
         elif anchor in rules.suffixes or anchor in rules.prefixes:
             found = anchor in rules.suffixes and self._institution(text, caps, at, m.end("anchor"), anchor in rules.bare_suffixes, spans)
             if not found and anchor in rules.prefixes:  # "Hospital Kuala Lumpur", "Institute of Mental Health"
