@@ -104,7 +104,9 @@ def test_mark_missed_by_selecting_and_wrong_by_clicking_then_reload(page, server
 
     assert page.locator("#progress").inner_text() == "0 of 7 reviewed"
     assert "This page shows PHI" in page.locator(".banner").inner_text()
-    page.click('table.queue a:text-is("16")')
+    # DOMContentLoaded: after the deferred review.js has run, so its mouseup handler sees the selection
+    with page.expect_navigation(wait_until="domcontentloaded"):
+        page.click('table.queue a:text-is("16")')
     page.wait_for_selector("#source [data-o]")
 
     select_text(page, "Priya")  # after an emoji: offsets count code points, as the server does
