@@ -681,7 +681,8 @@ class HonorificDetector:
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
         else neither a common word nor an English word that no name list holds ("MS clears").
         After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway"), or
-        after a role spelled out a name a list holds in any case ("CASEWORKER MIRIAM")."""
+        after a role spelled out a name a list holds in any case ("CASEWORKER MIRIAM") or a word in
+        no dictionary written in the role's case ("paged resident kaminski", "ATTENDING KAMINSKI")."""
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
@@ -689,8 +690,17 @@ class HonorificDetector:
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
                 return titlecase(token.word)
-            # in one case, only a name a list holds, after a role spelled out ("CASEWORKER MIRIAM", "nurse jane")
-            return _capitalised(token.word) or (len(title) >= SPELLED_ROLE and key in name_words())
+            # in one case only after a role spelled out: a name a list holds ("CASEWORKER MIRIAM",
+            # "nurse jane"), or in the role's own case a word in no dictionary of four letters or
+            # more, no compound of English words ("resident kaminski"; not "signed by hsb",
+            # "ATTENDING CO-SIGNATURE")
+            if _capitalised(token.word):
+                return True
+            if len(title) < SPELLED_ROLE:
+                return False
+            one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
+            compound = "-" in key and any(plain_word(part, rank=None) for part in key.split("-"))
+            return key in name_words() or (one_case and len(key) >= SPELLED_ROLE and not compound)
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():

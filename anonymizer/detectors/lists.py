@@ -1,8 +1,8 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
 and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
-initials only where a place is named: "f/u at CGH"; an unlisted one of four to six ending in H there
-too, if no word list holds it: "f/u at KTPH"), however its punctuation is written ("St.
+initials only where a place is named: "f/u at CGH"; an unlisted one of four to six ending in H, or
+in MC, there too, if no word list holds it: "f/u at KTPH", "tx to UMMC"), however its punctuation is written ("St.
 Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio": :func:`written_forms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
@@ -75,8 +75,9 @@ ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give a
 SHORT_ACRONYM = 3  # a hospital's acronym has at least these many initials
 ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (AcronymCues)
 # A hospital no list holds, by its initials: four to six letters ending in H(ospital) ("TTSH",
-# "NTFGH"), taken only where a place is named and when no word list holds it ("TRACH", "CVVH" stay).
-_HOSPITAL_ACRONYM = re.compile(r"(?<![\w/&])[a-z]{3,5}h(?![\w/&])")
+# "NTFGH") or M(edical) C(entre) ("UMMC", "BIDMC"), taken only where a place is named and when no
+# word list holds it ("TRACH", "CVVH" stay).
+_HOSPITAL_ACRONYM = re.compile(r"(?<![\w/&])(?:[a-z]{3,5}h|[a-z]{2,4}mc)(?![\w/&])")
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -238,7 +239,7 @@ class ListDetector:
         return spans
 
     def _unlisted_acronyms(self, text: str, lower: str) -> list[Span]:
-        """Hospitals no list holds, by initials ending in H, in capitals (in a note all in lower
+        """Hospitals no list holds, by initials ending in H or MC, in capitals (in a note all in lower
         case, as written) where a place is named ("f/u at TTSH", "TCU SOC ntfgh"); `text` is ASCII."""
         one_case: bool | None = None
         spans = []
