@@ -55,7 +55,7 @@ GAP = regex.compile(SPACE + "+")
 VOWEL = re.compile("[aeiouy]")
 DOTTED_GAP = regex.compile(SPACE + "*")  # "K.H. Tan": after a period the space is optional
 # Between the names a plural title governs: "Drs Lee/Tan", "Drs. Smith & Jones", "Drs Ng, Ho and Lim".
-NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|,|,?{SPACE}+and(?={SPACE})){SPACE}*")
+NAME_LIST_JOIN = regex.compile(rf"{SPACE}*(?:/|&|\+|,|,?{SPACE}+and(?={SPACE})){SPACE}*")
 # Letters with inner apostrophes ("O'Brien", but not the possessive "Tan's") and hyphens
 # ("Lee-Wong"), then either a period or a boundary that is not a digit or a slash ("a/prof"),
 # or a slash before a word, as signatures write a role or a department ("Dr Lee/reg/ENT"); a
@@ -187,6 +187,11 @@ class HonorificDetector:
             rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}+(?P<initials>(?:[^\W\d_]\.?{SPACE}?){{1,3}}(?<!{SPACE})){SPACE}*\Z"
         )
         self._name_alone = regex.compile(rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}*\Z")
+        # A role with its holder's name in brackets after it: "resident (Quellmore)", "NP (Greta Lindqvist)".
+        held = alternation(h.name for h in self._honorifics.values() if h.role and not h.cue and h.name.isalpha())
+        self._role_bracket = regex.compile(
+            rf"(?<![\w'’-])(?:{held}){SPACE}*\({SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*\)"
+        )
         # An institution's name ends with its suffix, or with a town of up to two words after it
         # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
         suffixes = alternation(" ".join(s.casefold().split()) for s in institution_suffixes)
@@ -323,6 +328,8 @@ class HonorificDetector:
         if self._bracketed_role is not None and "(" in text:
             for m in self._bracketed_role.finditer(low):
                 spans += self._initialled_signature(text, m.start(), single_case)
+        if "(" in text:
+            spans += self._names_after_role(text, low, single_case)
         if self._institution_end is not None:
             spans += self._signing_lines(text, low)
         spans += self._closing_name(text)
@@ -416,6 +423,16 @@ class HonorificDetector:
                 listed = given is not None and given.casefold() in name_words() and self._unknown_word(given.casefold(), listed=True)
                 start = match.start("given") if listed else match.start("name")
                 spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
+        return spans
+
+    def _names_after_role(self, text: str, low: str, single_case: bool) -> list[Span]:
+        """The name in brackets after a role ("resident (Quellmore)", "NP (Greta Lindqvist)"),
+        each word name-like as a signature's (_name_like; "attending (MICU)", "fellow (cards)" stay)."""
+        spans = []
+        for m in self._role_bracket.finditer(low):
+            words = [group for group in ("given", "name") if m.start(group) >= 0]
+            if all(self._name_like(text[m.start(g) : m.end(g)], single_case) for g in words):
+                spans.append(Span(m.start("given"), m.end(words[-1]), "DOCTOR", self.name, "after_role"))
         return spans
 
     def _names_before_credentials(self, text: str, low: str, single_case: bool) -> list[Span]:
