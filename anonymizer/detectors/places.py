@@ -155,6 +155,7 @@ class PlaceRules:
     compass_points: dict[str, str]  # "n" -> "north": an abbreviated point before a town after a cue
     states: dict[str, str]  # lower-case state name -> postal code
     states_are_phi: bool  # rules/places.toml's towns.states: a state is flagged, after a town's comma too
+    state_regions: frozenset[str]  # "western", "upstate": before a state, a part of it ("western MD")
     suffixes: frozenset[str]  # the place suffixes included
     place_suffixes: frozenset[str]  # "airport": the name before is a place's, not an institution's
     prefixes: frozenset[str]  # "hospital", "institute of": the name follows
@@ -216,6 +217,7 @@ class PlaceRules:
             compass_points={k.lower(): v.lower() for k, v in towns["compass_points"].items()},
             states=states,
             states_are_phi=bool(towns["states"]),
+            state_regions=_words(towns["state_regions"]),
             suffixes=_words(institutions["suffixes"]) | _words(institutions["place_suffixes"]),
             place_suffixes=_words(institutions["place_suffixes"]),
             prefixes=_words(institutions["prefixes"]),
@@ -304,6 +306,16 @@ class PlaceDetector:
         codes = [c for c in rules.states.values() if c.lower() not in rules.codes_not_after_town]
         unit = r"(?![ \t]*(?i:units?|u|mg|mcg|ml|cc|iu)\b)"
         self._zip = re.compile(rf" ({alternation(codes)})[ \t]{{1,2}}\d{{5}}(?:-\d{{4}})?(?![\w-]){unit}")
+        # A part of a state: "western MD", "upstate New York" (the region's word in any case, a
+        # code in capitals but not one that is a word, nor after "central": "central PA line"),
+        # where states are PHI; most notes hold no region's word (_region_stems).
+        codes = [c for c in rules.states.values() if c.lower() not in rules.codes_not_after_town]
+        pointed = alternation(rules.state_regions - {"central"})
+        self._state_region = re.compile(
+            rf"(?<![\w-])(?:(?i:{alternation(rules.state_regions)})[ \t]+(?i:{alternation(rules.states)})"
+            rf"|(?i:{pointed})[ \t]+{alternation(codes)})(?![\w-])"
+        ) if rules.states_are_phi and rules.state_regions and rules.states else None
+        self._region_stems = frozenset(r[-4:] for r in rules.state_regions)
         # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
         self._state_name = re.compile(rf",[ \t]?{alternation(n.upper() for n in rules.states)}(?![\w-])")
         # A suffix, a street type or an abbreviated type after a space or at a line's start (on the
@@ -409,6 +421,8 @@ class PlaceDetector:
             for m in self._cue_the.finditer(low):
                 if self._unknown(m[1]) and titlecase(text[m.start(1) : m.end(1)]) and self._after_moving(low, m):
                     spans.append(Span(m.start(1), self._capitalised_run(text, m.start(1)), "LOCATION", name, "after_transfer"))
+        if self._state_region is not None and any(stem in low for stem in self._region_stems):
+            spans += [Span(m.start(), m.end(), "LOCATION", name, "state_region") for m in self._state_region.finditer(text)]
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
             if not caps:  # it may have more words than a listed town ("Cape Elizabeth")
