@@ -88,6 +88,7 @@ CARED_BY = regex.compile(
     rf"(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z)|{SPACE}+(?:in{SPACE}+)?\d{{1,2}}/(?:7|12|52)(?![\d/.-]))"
 )
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
+UNLISTED_NAME = 4  # an unlisted name after a role in one case is this long ("hsb" is an abbreviation)
 
 
 class Token(NamedTuple):
@@ -717,7 +718,7 @@ class HonorificDetector:
                 return False
             one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
             compound = "-" in key and any(plain_word(part, rank=None) for part in key.split("-"))
-            return key in name_words() or (one_case and len(key) >= SPELLED_ROLE and not compound)
+            return key in name_words() or (one_case and len(key) >= UNLISTED_NAME and not compound)
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():

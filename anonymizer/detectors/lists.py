@@ -2,8 +2,9 @@
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
 and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
 initials only where a place is named: "f/u at CGH"; an unlisted one of four to six ending in H, or
-in MC, there too, if no word list holds it: "f/u at KTPH", "tx to UMMC"), however its punctuation is written ("St.
-Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio": :func:`written_forms`).
+in MC, there too, if no word list holds it: "f/u at KTPH", "transferred from BIDMC"), however its
+punctuation is written ("St. Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio":
+:func:`written_forms`).
 
 Lists can hold tens of thousands of entries, so they are compiled once per run into a single
 pattern shaped as a character trie: the regex engine then follows one branch per letter instead of

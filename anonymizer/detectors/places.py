@@ -309,7 +309,6 @@ class PlaceDetector:
         # A part of a state: "western MD", "upstate New York" (the region's word in any case, a
         # code in capitals but not one that is a word, nor after "central": "central PA line"),
         # where states are PHI; most notes hold no region's word (_region_stems).
-        codes = [c for c in rules.states.values() if c.lower() not in rules.codes_not_after_town]
         pointed = alternation(rules.state_regions - {"central"})
         self._state_region = re.compile(
             rf"(?<![\w-])(?:(?i:{alternation(rules.state_regions)})[ \t]+(?i:{alternation(rules.states)})"
