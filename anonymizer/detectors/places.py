@@ -308,13 +308,13 @@ class PlaceDetector:
         self._zip = re.compile(rf" ({alternation(codes)})[ \t]{{1,2}}\d{{5}}(?:-\d{{4}})?(?![\w-]){unit}")
         # A part of a state: "western MD", "upstate New York" (the region's word in any case, a
         # code in capitals but not one that is a word, nor after "central": "central PA line"),
-        # where states are PHI; most notes hold no region's word (_region_stems).
+        # where states are PHI; most notes hold no region's word before a space (_region_words).
         pointed = alternation(rules.state_regions - {"central"})
         self._state_region = re.compile(
             rf"(?<![\w-])(?:(?i:{alternation(rules.state_regions)})[ \t]+(?i:{alternation(rules.states)})"
             rf"|(?i:{pointed})[ \t]+{alternation(codes)})(?![\w-])"
         ) if rules.states_are_phi and rules.state_regions and rules.states else None
-        self._region_stems = frozenset(r[-4:] for r in rules.state_regions)
+        self._region_words = tuple(f"{r}{gap}" for r in rules.state_regions for gap in " \t")
         # In capitals a code is as often an abbreviation (", OR", ", IN"): the state's name only.
         self._state_name = re.compile(rf",[ \t]?{alternation(n.upper() for n in rules.states)}(?![\w-])")
         # A suffix, a street type or an abbreviated type after a space or at a line's start (on the
@@ -420,7 +420,7 @@ class PlaceDetector:
             for m in self._cue_the.finditer(low):
                 if self._unknown(m[1]) and titlecase(text[m.start(1) : m.end(1)]) and self._after_moving(low, m):
                     spans.append(Span(m.start(1), self._capitalised_run(text, m.start(1)), "LOCATION", name, "after_transfer"))
-        if self._state_region is not None and any(stem in low for stem in self._region_stems):
+        if self._state_region is not None and any(map(low.__contains__, self._region_words)):
             spans += [Span(m.start(), m.end(), "LOCATION", name, "state_region") for m in self._state_region.finditer(text)]
         for m in (self._state_name if caps else self._state).finditer(text):
             self._town_before_state(text, m.start(), m.end(), spans)
