@@ -189,9 +189,11 @@ class HonorificDetector:
         )
         self._name_alone = regex.compile(rf"(?<![\w'’.-])(?P<name>{NAME_WORD}){SPACE}*\Z")
         # A role with its holder's name in brackets after it: "resident (Quellmore)", "NP (Greta Lindqvist)".
+        # The bracket first, the role looked for behind it: the engine skips to each "(" instead of
+        # trying the roles at every position (a tenth of the cost).
         held = alternation(h.name for h in self._honorifics.values() if h.role and not h.cue and h.name.isalpha())
         self._role_bracket = regex.compile(
-            rf"(?<![\w'’-])(?:{held}){SPACE}*\({SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*\)"
+            rf"\((?<=(?<![\w'’-])(?:{held}){SPACE}*\(){SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*\)"
         )
         # An institution's name ends with its suffix, or with a town of up to two words after it
         # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
