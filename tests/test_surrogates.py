@@ -183,7 +183,7 @@ DATE_SAMPLES = {
 }
 # A "|" separates context a rule needs from the date it flags.
 # Date rules whose matches no single date reading parses: a surrogate would be a guess, so the tag.
-TAGGED_DATE_SAMPLES = {"date_range_glued": "10/03/10/04", "date_holiday": "Christmas"}
+TAGGED_DATE_SAMPLES = {"date_range_glued": "10/03/10/04", "date_holiday": "Christmas", "date_range_named": "1-4 Apr"}
 
 
 def test_the_samples_cover_every_date_rule():
