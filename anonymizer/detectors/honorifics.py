@@ -140,6 +140,7 @@ class HonorificDetector:
         care_cues: Iterable[str] = (),
         care_cues_capitalised: Iterable[str] = (),
         admission_words: Iterable[str] = (),
+        name_abbreviations: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
@@ -229,6 +230,7 @@ class HonorificDetector:
         )
         admissions = "|".join(re.escape(w.casefold()) for w in admission_words) or "(?!)"
         self._admission = re.compile(rf"(?<![\w/])(?:{admissions})(?![\w/])")
+        self._name_abbreviations = frozenset(w.casefold() for w in name_abbreviations)  # "Mohd.": its period ends no name
 
     @property
     def honorifics(self) -> tuple[Honorific, ...]:
@@ -281,6 +283,7 @@ class HonorificDetector:
             care_cues=rules.get("care_cues", ()),
             care_cues_capitalised=rules.get("care_cues_capitalised", ()),
             admission_words=rules.get("admission_words", ()),
+            name_abbreviations=rules.get("name_abbreviations", ()),
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -671,8 +674,8 @@ class HonorificDetector:
             if not has_word:
                 cased = token.word.istitle()
             end, has_word, last = token.end, True, key
-            if token.dotted:
-                break  # a period after a whole word ends the sentence, and the name with it
+            if token.dotted and key not in self._name_abbreviations:
+                break  # a period after a whole word ends the sentence, and the name with it ("Mohd." does not)
         return end if has_word or strong else None
 
     def _inner_word(self, key: str) -> bool:
