@@ -244,6 +244,11 @@ class PlaceRules:
         return all(word in self.common for word in name.split())
 
 
+def _cue_words(cue: re.Match[str]) -> str:
+    """The cue of a match of PlaceDetector._cue, without the space, line break or bracket before it."""
+    return cue[0].lstrip(" \t\n(")
+
+
 class PlaceDetector:
     """Flags towns after a cue, before a state or in brackets, institutions before a suffix, universities
     named after a state, and addresses (streets, blocks, unit numbers, Singapore postcodes)."""
@@ -291,9 +296,13 @@ class PlaceDetector:
         )
         # On the lower-cased note: a cue and the two words after it.  A note is read further only
         # when they start a town's name (set lookups, no pattern of thousands of names).
-        # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".
+        # The words are read ahead, so that "in" leaves "from new haven" to the cue "from".  The cue
+        # follows a space, a tab, a line break or a bracket ("Social:\nfrom ipoh", "(from ipoh)"),
+        # or opens the note (_cue_opening): a character set first, which the engine skips to.
         word = f"({TOWN_WORD})"
-        self._cue = re.compile(rf" (?:{alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)")
+        cue = rf"(?:{alternation(rules.cues)})(?=[ \t]+{word}(?:[ \t]+{word})?)"
+        self._cue = re.compile(rf"[ \t\n(]{cue}")
+        self._cue_opening = re.compile(cue)
         # The same with "the" before the word: an institution called by its name alone ("transferred
         # to the Brigham", "admitted to the Deaconess").
         self._cue_the = re.compile(rf" (?:{alternation(rules.cues)})[ \t]+the(?=[ \t]+{word})")
@@ -373,10 +382,13 @@ class PlaceDetector:
         caps = text.isupper()
         name = self.name
         spans: list[Span] = []
-        found = self._cue.findall(low)
+        cues = list(self._cue.finditer(low))
+        if (opening := self._cue_opening.match(low)) is not None:
+            cues.insert(0, opening)
+        found = [m.groups("") for m in cues]
         if found and not (self._first_words.isdisjoint(map(_first, found)) and self._first_pairs.isdisjoint(map(" ".join, found))):
             towns = self._towns
-            for m in self._cue.finditer(low):
+            for m in cues:
                 one, two = m[1], f"{m[1]} {m[2]}"
                 if two in self._long_pairs:  # a name of three or four words may follow
                     self._town_after_cue(text, low, caps, m.start(1), spans)
@@ -385,23 +397,23 @@ class PlaceDetector:
                 elif (capitalised := towns.get(one)) is not None and not (capitalised and (caps or not text[m.start(1)].isupper())):
                     spans.append(Span(m.start(1), self._town_end(text, low, m.end(1)), "LOCATION", name, "town_after_cue"))
         if not self._rules.compass_points.keys().isdisjoint(map(_first, found)):
-            for m in self._cue.finditer(low):
+            for m in cues:
                 if m[1] in self._rules.compass_points:
                     self._town_after_point(text, low, caps, m, spans)
         firsts = set(map(_first, found))
         moving = not (firsts.isdisjoint(self._moving_towns) and firsts.isdisjoint(self._cased_towns))
         if moving or not self._moving_towns.isdisjoint(map(" ".join, found)):
-            for m in self._cue.finditer(low):
+            for m in cues:
                 self._town_after_moving(text, low, caps, m, spans)
         # the words after a cue that no list or dictionary holds (most notes: none)
         unknown = {word for word in set(chain.from_iterable(found)).difference(self._known) if word and self._unknown(word)}
         if not caps and any(two in unknown or two in self._towns for _, two in found if two):
-            for m in self._cue.finditer(low):
+            for m in cues:
                 if m[2] is not None and (m[2] in unknown or m[2] in self._towns):
                     self._qualified_town(text, low, m, spans)
         if not unknown.isdisjoint(firsts):
             one_case = caps or text.islower()  # where case says nothing, a place needs CAPITALS_PLACE letters
-            for m in self._cue.finditer(low):
+            for m in cues:
                 if m[1] not in unknown:
                     continue
                 capitalised = titlecase(text[m.start(1) : m.end(1)])
@@ -485,7 +497,7 @@ class PlaceDetector:
     @staticmethod
     def _after(phrases: dict[str, re.Pattern[str]], low: str, cue: re.Match[str]) -> bool:
         """Whether one of the words that `phrases` gives for the cue stands right before it."""
-        before = phrases.get(cue[0].split()[0])
+        before = phrases.get(_cue_words(cue).split()[0])
         return before is not None and before.search(low, max(0, cue.start() - 16), cue.start()) is not None
 
     def _town_after_moving(self, text: str, low: str, caps: bool, cue: re.Match[str], spans: list[Span]) -> None:
@@ -515,7 +527,7 @@ class PlaceDetector:
             # a country or a state of an everyday word after "from", "to" or a stay's "in" ("called from
             # china", "flew back from turkey", "followed up in japan"; "was in turkey and chips queue" stays)
             nation = name in self._cased_towns and self._rules.places.get(name) == NEVER
-            nation = nation and (cue[0].strip() != "in" or self._lived_in(low, cue))
+            nation = nation and (_cue_words(cue) != "in" or self._lived_in(low, cue))
             if caps:
                 cased = nation or (bounded and (name in self._moving_towns or name in self._cased_towns))
             elif name in self._moving_towns:
