@@ -37,10 +37,12 @@ RELATIVE_CUES = frozenset({
     "boyfriend", "girlfriend", "fiance", "fiancee", "mother", "mom", "mum", "father", "dad", "brother", "bro", "sister",
     "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
     "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
+    "aunty", "auntie", "stepmother", "stepfather", "godmother", "godfather", "godson", "goddaughter", "twin",
 })
 # People around the patient who are neither relatives nor staff: their names are NAME.
 SOCIAL_CUES = frozenset({
     "friend", "friends", "neighbour", "neighbor", "neighbours", "neighbors", "fdw", "maid", "helper", "caregiver", "carer",
+    "colleague", "landlord", "landlady", "roommate", "housemate", "flatmate",
 })
 
 
