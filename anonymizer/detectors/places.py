@@ -93,7 +93,7 @@ NAME_AFTER = re.compile(r"[ \t]+[A-Z](?:[a-z]|['’][A-Z])")  # "St John's", "Dr
 # Each of these starts with a literal, which the engine finds fast; the character before the match
 # is checked in Python.  UNIT on the note as written, the others on the lower-cased note.
 APARTMENT = re.compile(r"(?:apt|suite)\.?[ \t]{0,2}#?[ \t]{0,2}\d{1,5}[a-z]?(?![\w/.-])")  # "Apt 3B", "Suite #200"
-UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/.\d-])")  # "#05-67"
+UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/\d-]|\.\d)")  # "#05-67", "#05-67." ("#05-67.5" is not)
 POSTAL = re.compile(r"singapore[ \t]*\(?[ \t]*\d{6}\b\)?|s[ \t]?\(\d{6}\)")  # "Singapore 461123", "S(461123)"
 BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 2" is a heart block)
 # A ZIP code, on the note as written: what PlaceDetector._zip needs (a state's code in capitals after
