@@ -115,8 +115,9 @@ class Honorific:
     word: bool = False  # a whole English word ("general", "miss"): a period after it ends a sentence
     plural: bool = False  # names a list ("Drs Lee/Tan"): each name after the first must look like one
     role: bool = False  # a clinician's role ("NP", "fellow"): only a Capitalised word that no dictionary holds is a name after it
-    cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation, in mixed-case text only
+    cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation
     given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, Capitalised in mixed-case text
+    capitalised: bool = False  # a verb of contact that takes only a Capitalised name, even in a note of one case ("called")
 
 
 class HonorificDetector:
@@ -254,7 +255,7 @@ class HonorificDetector:
                 if set(added) - EXTRA_HONORIFIC_KEYS:
                     raise ConfigError(
                         f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)}"
-                        " (an extra file adds honorific, role_titles, contact_cues, given_name_cues, verbs_after_name and stop_words)"
+                        " (an extra file adds honorific, role_titles, contact_cues, contact_cues_capitalised, given_name_cues, verbs_after_name and stop_words)"
                     )
                 _add_honorifics(honorifics, entries(added), path)
                 stop_words += added.get("stop_words", [])
@@ -289,6 +290,7 @@ class HonorificDetector:
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
         spans = []
         all_caps = text.isupper()
+        single_case = all_caps or text.islower()
         low = lowered(text)
         lower = self._title_lower is not None and text.isascii()
         for match in self._title_lower.finditer(low) if lower else self._title.finditer(text):
@@ -304,8 +306,9 @@ class HonorificDetector:
             if honorific.role and match.group("dot") is not None:
                 continue  # "by RN and RT. Transfused": a period after a role ends its sentence
             capitalised_after = not all_caps and text[match.end() : match.end() + 1].isupper()
-            if honorific.role and (len(title) < SPELLED_ROLE or honorific.cue) and not capitalised_after:
-                continue  # after a role's abbreviation or a verb only a Capitalised word in mixed-case text is a name (_looks_like_name)
+            one_case = single_case and not honorific.capitalised
+            if honorific.role and (len(title) < SPELLED_ROLE or honorific.cue) and not (capitalised_after or one_case):
+                continue  # after a role's abbreviation or a verb in mixed-case text only a Capitalised word is a name (_looks_like_name)
             tokens = self._tokens(text, match.end())
             first = next(tokens, None)
             # In mixed-case text an all-capitals title is more likely an abbreviation ("mild MR" is
@@ -318,12 +321,11 @@ class HonorificDetector:
             strong = honorific.strong and dotted if abbreviation else honorific.strong or dotted
             if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
-            end = self._name_end(first, tokens, honorific, strong, title)
+            end = self._name_end(first, tokens, honorific, strong, title, one_case)
             if end is not None and first is not None:
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
-        single_case = all_caps or text.islower()
         spans += self._given_names(text, low, single_case)
         if not all_caps:
             spans += self._names_before_verbs(text, low)
@@ -632,9 +634,10 @@ class HonorificDetector:
             pos = gap.end()
 
     def _name_end(
-        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title: str
+        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title: str, single_case: bool = False
     ) -> int | None:
-        """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed by one."""
+        """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed
+        by one; `single_case`: the note is all in capitals or all in lower case."""
         end = None
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
         if first is None:
@@ -662,7 +665,7 @@ class HonorificDetector:
             if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
-                taken = strong or self._looks_like_name(token, key, honorific, title)
+                taken = strong or self._looks_like_name(token, key, honorific, title, single_case)
             elif _capitalised(token.word):
                 taken = True
             elif cased and len(key) > 2:
@@ -698,37 +701,42 @@ class HonorificDetector:
             return False
         return token.dotted or token.word.isupper() or key not in self._stop or opening
 
-    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str) -> bool:
+    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str, single_case: bool = False) -> bool:
         """Whether the word after a weak title ("ms", "general"), or after a title in capitals in
         mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
         else neither a common word nor an English word that no name list holds ("MS clears").
         After a clinician's role only a Capitalised word in no dictionary is ("NP Calloway"), or
         after a role spelled out a name a list holds in any case ("CASEWORKER MIRIAM") or a word in
-        no dictionary written in the role's case ("paged resident kaminski", "ATTENDING KAMINSKI")."""
+        no dictionary written in the role's case ("paged resident kaminski", "ATTENDING KAMINSKI");
+        in a note all in one case, where case says nothing, such a word after a role's abbreviation
+        or a verb of contact too ("MD QUELLMORE NOTIFIED", "spoke with quellmore re plan")."""
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
             if not self._unknown_word(key):
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
-                return titlecase(token.word)
+                return titlecase(token.word) or (single_case and self._unlisted_name(key))
             # in one case only after a role spelled out: a name a list holds ("CASEWORKER MIRIAM",
-            # "nurse jane"), or in the role's own case a word in no dictionary of four letters or
-            # more, no compound of English words ("resident kaminski"; not "signed by hsb",
-            # "ATTENDING CO-SIGNATURE")
+            # "nurse jane"), or in the role's own case an unlisted name ("resident kaminski")
             if _capitalised(token.word):
                 return True
             if len(title) < SPELLED_ROLE:
-                return False
+                return single_case and self._unlisted_name(key)
             one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
-            compound = "-" in key and any(plain_word(part, rank=None) for part in key.split("-"))
-            return key in name_words() or (one_case and len(key) >= UNLISTED_NAME and not compound)
+            return key in name_words() or (one_case and self._unlisted_name(key))
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():
             return True
         return key not in self._common and not plain_word(key, rank=None)
+
+    @staticmethod
+    def _unlisted_name(key: str) -> bool:
+        """Whether a word in no dictionary may be a name no list holds: four letters or more, no
+        compound of English words (not "hsb", "co-signature")."""
+        return len(key) >= UNLISTED_NAME and not ("-" in key and any(plain_word(part, rank=None) for part in key.split("-")))
 
 
 def _given_pair(last: str, key: str) -> bool:
@@ -763,17 +771,22 @@ class _Lookahead:
 def entries(rules: dict) -> list[dict]:
     """The [[honorific]] blocks of a parsed honorifics.toml, then one block per word of its
     `role_titles` (a clinician's role written as a title: weak, a whole word, category DOCTOR)
-    and of its `contact_cues` (a verb of contact: the same, category NAME, Capitalised names only)
-    and `given_name_cues` (a preposition of contact: weak, category NAME, a listed given name only)."""
+    and of its `contact_cues` (a verb of contact: the same, category NAME; those of
+    `contact_cues_capitalised` take Capitalised names only) and `given_name_cues` (a preposition
+    of contact: weak, category NAME, a listed given name only)."""
     roles = [{"name": r, "category": "DOCTOR", "strong": False, "word": True, "role": True} for r in rules.get("role_titles", ())]
+    capitalised = set(rules.get("contact_cues_capitalised", ()))
     cues = [
-        {"name": c, "category": "NAME", "strong": False, "word": True, "role": True, "cue": True} for c in rules.get("contact_cues", ())
+        {"name": c, "category": "NAME", "strong": False, "word": True, "role": True, "cue": True, "capitalised": c in capitalised}
+        for c in rules.get("contact_cues", ())
     ]
     given = [{"name": c, "category": "NAME", "strong": False, "word": True, "given": True} for c in rules.get("given_name_cues", ())]
     return [*rules.get("honorific", ()), *roles, *cues, *given]
 
 
-EXTRA_HONORIFIC_KEYS = frozenset({"honorific", "role_titles", "contact_cues", "given_name_cues", "verbs_after_name", "stop_words"})
+EXTRA_HONORIFIC_KEYS = frozenset(
+    {"honorific", "role_titles", "contact_cues", "contact_cues_capitalised", "given_name_cues", "verbs_after_name", "stop_words"}
+)
 
 
 def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], path: Path) -> None:
@@ -791,6 +804,7 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
         honorifics[name] = Honorific(
             name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False),
             entry.get("plural", False), entry.get("role", False), entry.get("cue", False), entry.get("given", False),
+            entry.get("capitalised", False),
         )
 
 
