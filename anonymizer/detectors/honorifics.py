@@ -255,7 +255,7 @@ class HonorificDetector:
                 if set(added) - EXTRA_HONORIFIC_KEYS:
                     raise ConfigError(
                         f"{path}: unknown keys {sorted(set(added) - EXTRA_HONORIFIC_KEYS)}"
-                        " (an extra file adds honorific, role_titles, contact_cues, contact_cues_capitalised, given_name_cues, verbs_after_name and stop_words)"
+                        f" (an extra file adds {', '.join(sorted(EXTRA_HONORIFIC_KEYS))})"
                     )
                 _add_honorifics(honorifics, entries(added), path)
                 stop_words += added.get("stop_words", [])
