@@ -71,7 +71,12 @@ def whole_words(low: str, word: str) -> Iterator[int]:
     while at >= 0:
         end = at + len(word)
         before = low[at - 1] if at else " "
-        after = low[end] if end < len(low) else " "
-        if not (before.isalnum() or before in "/+_") and not (after.isalnum() or after in "-_"):
+        if not (before.isalnum() or before in "/+_") and word_ends(low, end):
             yield at
         at = low.find(word, end)
+
+
+def word_ends(low: str, end: int) -> bool:
+    """Whether a word of `low` may end at `end`: no letter, digit, hyphen or underscore follows."""
+    after = low[end] if end < len(low) else " "
+    return not (after.isalnum() or after in "-_")

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import regex
 
-from anonymizer.detectors import lowered, titlecase, whole_words
+from anonymizer.detectors import lowered, titlecase, whole_words, word_ends
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.detectors.places import state_codes, town_names
 from anonymizer.detectors.regex_analysis import alternation
@@ -36,6 +36,8 @@ from anonymizer.vocabulary import (
     ENGLISH,
     FIRST_NAMES,
     MEDICAL,
+    RELATIVE_CUES,
+    SOCIAL_CUES,
     SwappedWords,
     calendar_words,
     chinese_name_parts,
@@ -47,6 +49,7 @@ from anonymizer.vocabulary import (
     surrogate_names,
 )
 
+KINSHIP = RELATIVE_CUES | SOCIAL_CUES  # words for the people around a patient ("sis", "friend"): never a given name
 # A name does not continue over a line break: the next line of a note is usually a new field.
 SPACE = r"[^\S\r\n]"
 # SPACE on ASCII text, for `re`: its \s would also take "\x1c" to "\x1f" (tests/test_honorifics.py).
@@ -148,6 +151,7 @@ class HonorificDetector:
         self._stop = frozenset(w.casefold() for w in stop_words)
         self._swapped_stop = SwappedWords(self._stop)  # "dr reveiw": a typist's swapped pair
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
+        self._swapped_common = SwappedWords(self._common, UNLISTED_NAME)  # "tema notified": the team, not a name
         # The ward's abbreviations that no name list holds ("MICU", "CCU"), never a name after a role or a verb
         ward_words = frozenset(w.casefold() for w in medical)
         self._units = ward_words - name_words()
@@ -158,11 +162,17 @@ class HonorificDetector:
             if key not in self._common and key not in ward_words and not clinical_word(key) and not drug_word(key)
         )
         self._max_tokens = max_tokens
-        # A Capitalised name before a verb of contact ("Haverford aware", "Marie Quimby notified"),
-        # in mixed-case text; the verbs are looked for first, as most notes hold none.
-        self._verbs_after_name = tuple(v.casefold() for v in verbs_after_name)
-        name_word = r"\p{Lu}\p{Ll}+"
-        self._name_before_verb = regex.compile(rf"\b(?:(?P<given>{name_word}){SPACE}+)?(?P<name>{name_word}){SPACE}+\Z")
+        # A name before a verb of contact ("Haverford aware", "Marie Quimby notified"): Capitalised in
+        # mixed-case text, in any case in a note of one case; the verbs are looked for first, as
+        # most notes hold none.  By their first word: "from" opens thirty of them, found once.
+        self._verbs_after_name: dict[str, list[str]] = {}
+        for verb in dict.fromkeys(v.casefold() for v in verbs_after_name):
+            self._verbs_after_name.setdefault(verb.split()[0], []).append(verb)
+        # (in one case, not the end of a hyphenated word: "son-in-law jason called")
+        self._name_before_verb, self._one_case_name_before_verb = (
+            regex.compile(rf"{edge}(?:(?P<given>{word}){SPACE}+)?(?P<name>{word}){SPACE}+\Z")
+            for edge, word in ((r"\b", r"\p{Lu}\p{Ll}+"), (r"(?<![\w'’-])", r"[^\W\d_]+"))
+        )
         # A signature's name before a credential ("Philippa Quellmore, RN", "IMELDA C. QUIMBY, RRT"), found
         # as the verbs are: the credential first, then the name read back from it; of two letters also
         # dotted ("R.N.", "M.D.").
@@ -327,8 +337,7 @@ class HonorificDetector:
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
         spans += self._given_names(text, low, single_case)
-        if not all_caps:
-            spans += self._names_before_verbs(text, low)
+        spans += self._names_before_verbs(text, low, single_case)
         spans += self._names_before_credentials(text, low, single_case)
         if self._slash_role is not None and "/" in text:
             for m in self._slash_role.finditer(low):
@@ -418,17 +427,26 @@ class HonorificDetector:
             return []
         return [Span(line.start("given"), line.end("name"), "DOCTOR", self.name, "closing_name")]
 
-    def _names_before_verbs(self, text: str, low: str) -> list[Span]:
+    def _names_before_verbs(self, text: str, low: str, single_case: bool) -> list[Span]:
         """A Capitalised word in no dictionary before a verb of contact ("Haverford aware"), with a
-        listed given name before it ("Marie Quimby notified"); not "Neuro aware", "Micu paged"."""
+        listed given name before it ("Marie Quimby notified"); not "Neuro aware", "Micu paged".  In
+        a note of one case, an unlisted name in any case ("QUELLMORE AWARE", "w. kowalczyk notified")."""
         spans = []
-        for verb in self._verbs_after_name:
-            for at in whole_words(low, verb):
-                match = self._name_before_verb.search(text, max(0, at - VERB_WINDOW), at)
-                if match is None or not self._unknown_word(match["name"].casefold()):
+        pattern = self._one_case_name_before_verb if single_case else self._name_before_verb
+        for first, verbs in self._verbs_after_name.items():
+            for at in whole_words(low, first):
+                if len(verbs) > 1 or verbs[0] != first:
+                    if not any(low.startswith(verb, at) and word_ends(low, at + len(verb)) for verb in verbs):
+                        continue
+                match = pattern.search(text, max(0, at - VERB_WINDOW), at)
+                if match is None or not self._unknown_word(key := match["name"].casefold()):
                     continue
-                given = match["given"]
-                listed = given is not None and given.casefold() in name_words() and self._unknown_word(given.casefold(), listed=True)
+                if single_case and (not self._one_case_name(key) or key in self._honorifics):
+                    continue
+                given = match["given"] and match["given"].casefold()
+                listed = given is not None and given in name_words() and self._unknown_word(given, listed=True)
+                if single_case and given in KINSHIP:
+                    listed = False  # "sis connie called": in one case a kinship word may look like a given name
                 start = match.start("given") if listed else match.start("name")
                 spans.append(Span(start, match.end("name"), "NAME", self.name, "before_verb"))
         return spans
@@ -717,13 +735,13 @@ class HonorificDetector:
             if not self._unknown_word(key):
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
-                return titlecase(token.word) or (single_case and self._unlisted_name(key))
+                return titlecase(token.word) or (single_case and self._one_case_name(key))
             # in one case only after a role spelled out: a name a list holds ("CASEWORKER MIRIAM",
             # "nurse jane"), or in the role's own case an unlisted name ("resident kaminski")
             if _capitalised(token.word):
                 return True
             if len(title) < SPELLED_ROLE:
-                return single_case and self._unlisted_name(key)
+                return single_case and self._one_case_name(key)
             one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
             return key in name_words() or (one_case and self._unlisted_name(key))
         if _capitalised(title) and _capitalised(token.word):
@@ -737,6 +755,11 @@ class HonorificDetector:
         """Whether a word in no dictionary may be a name no list holds: four letters or more, no
         compound of English words (not "hsb", "co-signature")."""
         return len(key) >= UNLISTED_NAME and not ("-" in key and any(plain_word(part, rank=None) for part in key.split("-")))
+
+    def _one_case_name(self, key: str) -> bool:
+        """Whether a word in no dictionary, in a note of one case, may be an unlisted name: nor an
+        everyday word with two letters swapped ("tema", "pateint")."""
+        return self._unlisted_name(key) and key not in self._swapped_common
 
 
 def _given_pair(last: str, key: str) -> bool:
