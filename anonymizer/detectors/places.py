@@ -192,8 +192,9 @@ class PlaceRules:
         states = dict(_read_pairs(folder / "states.txt"))
         if towns["states"]:
             places.update(dict.fromkeys(states, NEVER))
+        # the frequent English words, less those English spells only Capitalised ("marlborough")
         english = [w for w in ENGLISH.read_text(encoding="utf-8").splitlines() if w and not w.startswith("#")]
-        common = {w.lower() for w in english[: towns["english_top"]]}
+        common = {w.lower() for w in english[: towns["english_top"]]} - proper_nouns()
         everyday = frozenset(w.lower() for w in read_word_list(rules_dir / "common_words.txt"))
         common |= everyday
         return cls(
