@@ -211,6 +211,13 @@ class HonorificDetector:
         # ("Woodlands Polyclinic", "National Cancer Centre Singapore"): on the lower-cased line.
         suffixes = alternation(" ".join(s.casefold().split()) for s in institution_suffixes)
         self._institution_end = regex.compile(rf"(?:^|{SPACE})(?:{suffixes})(?:{SPACE}+[^\W\d_]+){{0,2}}\Z") if suffixes else None
+        # An institution named after a role or a verb of contact: up to three words and its suffix
+        # ("report to bumrungrad hospital", "spoke with Ren Ci Community Hospital"), on the lower-cased note.
+        self._institution_named = (
+            regex.compile(rf"(?:{SPACE}*(?!(?:at|in|on|from|to|with|and|re)(?![^\W\d_]))[^\W\d_]+){{1,3}}{SPACE}+(?:{suffixes})(?![^\W\d_])")
+            if suffixes
+            else None
+        )
         # "with", "per" before a name, looked for apart (they are frequent words, each found by str.find).
         self._given_cues = tuple(h.name for h in self._honorifics.values() if h.given)
         titles = alternation(h for h in self._honorifics if h not in self._given_cues)  # a trie: one branch per letter, not one per title
@@ -333,6 +340,8 @@ class HonorificDetector:
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
             end = self._name_end(first, tokens, honorific, strong, title, one_case)
             if end is not None and first is not None:
+                if honorific.role and self._institution_named is not None and self._institution_named.match(low, first.start):
+                    continue  # "send the report to Obrien Medical Centre", "spoke with quellmore clinic": a place
                 spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
