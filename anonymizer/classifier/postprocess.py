@@ -55,8 +55,12 @@ PLACE_CONNECTORS = frozenset({
 })
 # Kinship words, proxies and their shorthand: the name of a relative follows ("dtr jenna", "hb bala").
 CUES = RELATIVE_CUES | SOCIAL_CUES
-# Words that end a name after a cue although no dictionary calls them common: "son tan hp 9123".
-NAME_END = frozenset({"hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from"})
+# Words that end a name after a cue although no dictionary calls them common, and are never a
+# relative's name: "son tan hp 9123", "daughter Lim Pei Shan, Tel: 6789", "Wife's NRIC S7654321A".
+NAME_END = frozenset({
+    "hp", "tel", "ph", "hse", "mobile", "nok", "re", "at", "and", "to", "in", "on", "with", "from",
+    "nric", "ic", "fin", "mrn", "passport", "addr", "email",
+})
 # Connectors inside a name ("Rahman bin Roslan", "KAMALA D/O GANESH"): rules/name_connectors.txt's, as tokens.
 NAME_CONNECTORS = frozenset({"bin", "binte", "binti", "bte", "bt"})
 # Particles inside a surname, up to two in a row ("van der Berg", "de la Cruz", "von Holt").
@@ -462,7 +466,8 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
 
 
 SYLLABLE_LENGTH = 6  # a syllable of a hyphenated given name is this long at most ("kim-min", "soon-guan")
-RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|['’])? *")  # what may stand between a kinship word and the name
+# What may stand between a kinship word and the name ("son: Tom", "(FDW) Siti").
+RELATIVE_GAP = regex.compile(r" *(?:[,:=]|-+|\(\?\)|\(|\)[,:]?|['’])? *")
 RELATIVE_SKIP = frozenset({"name", "named", "is", "was"})  # "wife's name is", "son named", "daughter is"
 # Titles a relative's name may carry ("son mr tan"); not a doctor's: "husband, Dr Quiley" names two people.
 COURTESY_TITLES = frozenset({"mr", "mrs", "miss", "ms", "mdm", "madam"})
@@ -513,7 +518,7 @@ def _relative_word(tokens: Tokens, j: int, d: Dictionaries, first: bool = False,
     word, lower = tokens.words[j], tokens.lowers[j]
     if word.istitle() and lower in short_nicknames():
         return True  # "Ed", where "ED" and "ed" are the department
-    if not word.isalpha() or len(word) < 2 or lower in RELATIVE_CUES or lower in titles():
+    if not word.isalpha() or len(word) < 2 or lower in CUES or lower in NAME_END or lower in titles():
         return False
     if lower in d.words["med"]:
         return _ward_word_as_name(word, lower)  # "wife Neo", "son Ng"
@@ -548,9 +553,10 @@ def _third_person(lower: str, d: Dictionaries) -> bool:
 
 
 FUNCTION_RANK = 500  # first names among the 500 most frequent English words ("guy", "else") are words there
-# A rare word with a verb's ending is a clinical verb ("trached", "ambulating"), not a name
-# ("Ming" keeps its name: only -ing words of six letters or more).
-VERB_FORM = regex.compile(r"(?:ed|..ing)$")
+# A rare word with a verb's ending, or an adjective's made of a verb, is a clinical verb or its
+# adjective ("trached", "ambulating", "contactable"), not a name ("Ming" keeps its name: only
+# -ing words of six letters or more; a listed given name such as "Mable" is read before).
+VERB_FORM = regex.compile(r"(?:ed|..ing|..able)$")
 RARE_RANK = 20000  # a word rarer than this in English, after a kinship word, is taken for a name
 
 
