@@ -185,6 +185,9 @@ class PlaceRules:
         places: dict[str, float] = {}
         for name, people in _read_pairs(folder / "cities.txt"):
             places[name] = max(places.get(name, 0), int(people))
+        for short, town in towns["abbreviations"].items():  # "JB": Johor Bahru
+            if town in places:
+                places[short] = places[town]
         # States and countries are PHI for this tool though HIPAA's Safe Harbor keeps them: each
         # can be switched off; a state after a comma is a cue for the town before it either way.
         if towns["countries"]:
