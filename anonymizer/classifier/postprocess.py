@@ -103,8 +103,9 @@ def _common_as_written(word: str, lower: str, dictionaries: Dictionaries) -> boo
 
 @lru_cache(maxsize=1)
 def titles() -> frozenset[str]:
-    """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of it."""
-    return frozenset(entry["name"].casefold() for entry in entries(_honorific_rules()))
+    """The honorifics of rules/honorifics.toml ("dr", "prof", "mdm"): next to a name, never part of
+    it; not those that open a name ("Mohd", the name's first word)."""
+    return frozenset(entry["name"].casefold() for entry in entries(_honorific_rules()) if not entry.get("opens"))
 
 
 @lru_cache(maxsize=1)

@@ -121,6 +121,7 @@ class Honorific:
     cue: bool = False  # a verb of contact ("paged", "spoke with"): as a role's abbreviation
     given: bool = False  # a preposition of contact ("with", "per"): only a listed given name after it, Capitalised in mixed-case text
     capitalised: bool = False  # a verb of contact that takes only a Capitalised name, even in a note of one case ("called")
+    opens: bool = False  # the title is the name's first word ("Muhd Hafiz"): the span starts at it
 
 
 class HonorificDetector:
@@ -148,6 +149,8 @@ class HonorificDetector:
     ) -> None:
         self.name = "honorific"
         self._honorifics = {h.name: h for h in honorifics}
+        # the titles that end a name when they follow one: all but those that open one ("Dr. Mohd. Faizal")
+        self._titles = frozenset(name for name, h in self._honorifics.items() if not h.opens)
         self._stop = frozenset(w.casefold() for w in stop_words)
         self._swapped_stop = SwappedWords(self._stop)  # "dr reveiw": a typist's swapped pair
         self._common = frozenset(w.casefold() for w in common_words) | self._stop
@@ -342,7 +345,8 @@ class HonorificDetector:
             if end is not None and first is not None:
                 if honorific.role and self._institution_named is not None and self._institution_named.match(low, first.start):
                     continue  # "send the report to Obrien Medical Centre", "spoke with quellmore clinic": a place
-                spans.append(Span(first.start, end, honorific.category, self.name, honorific.name))
+                start = match.start("title") if honorific.opens else first.start
+                spans.append(Span(start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
         spans += self._given_names(text, low, single_case)
@@ -385,7 +389,7 @@ class HonorificDetector:
                 continue  # an initial, "d/o"
             if capitalised and not _capitalised(word):
                 return []
-            if key in self._stop or key in self._honorifics or key in self._credential_words or key in self._units:
+            if key in self._stop or key in self._titles or key in self._credential_words or key in self._units:
                 return []
             listed = key in name_words()
             if key in self._common and not listed:
@@ -410,7 +414,7 @@ class HonorificDetector:
                 words = [w.rstrip(".").casefold() for w in line["name"].split()]
                 named = [w for w in words if len(w) > 1 and "/" not in w and w not in self._connectors]
                 alone = len(words) == 1 and titlecase(line["name"].rstrip(".")) and not plain_word(words[0], rank=None)
-                if named and not any(w in self._stop or w in self._honorifics for w in words) and (
+                if named and not any(w in self._stop or w in self._titles for w in words) and (
                     alone or any(w in self._given or self._unknown_word(w) for w in named)
                 ):
                     spans.append(Span(line.start("name"), line.end("name"), "DOCTOR", self.name, "before_institution"))
@@ -450,7 +454,7 @@ class HonorificDetector:
                 match = pattern.search(text, max(0, at - VERB_WINDOW), at)
                 if match is None or not self._unknown_word(key := match["name"].casefold()):
                     continue
-                if single_case and (not self._one_case_name(key) or key in self._honorifics):
+                if single_case and (not self._one_case_name(key) or key in self._titles):
                     continue
                 given = match["given"] and match["given"].casefold()
                 listed = given is not None and given in name_words() and self._unknown_word(given, listed=True)
@@ -535,7 +539,7 @@ class HonorificDetector:
             return [Span(alone.start("name"), alone.end("name"), "DOCTOR", self.name, "before_role")]
         word = match["name"]
         key = word.casefold()
-        if not (single_case or word[:1].isupper()) or key in self._stop or key in self._honorifics:
+        if not (single_case or word[:1].isupper()) or key in self._stop or key in self._titles:
             return []
         if not (self._unknown_word(key) or (key in name_words() and key not in self._common)):
             return []
@@ -681,7 +685,7 @@ class HonorificDetector:
                 end, after_initial = token.end, True
                 continue
             after_initial = False
-            if key in self._stop or key in self._honorifics or key.partition("-")[0] in self._stop:
+            if key in self._stop or key in self._titles or key.partition("-")[0] in self._stop:
                 break  # "DR. QUIMBY AWARE-ORDER FOR ...": a hyphenated stop word ends the name too
             if not token.word.istitle() and key in self._swapped_stop:
                 break  # "wait for dr reveiw", "dr quiley awaer"; "Dr Thier" is a name
@@ -719,7 +723,7 @@ class HonorificDetector:
         if after is None or after.connector or key in self._stop or key not in name_words():
             return False
         following = after.word.casefold()
-        return following not in self._stop and following not in self._honorifics and self._inner_word(following)
+        return following not in self._stop and following not in self._titles and self._inner_word(following)
 
     def _is_initial(self, token: Token, key: str, opening: bool) -> bool:
         """One letter; a lower-case "a" or "i" counts only straight after a strong title or
@@ -836,7 +840,7 @@ def _add_honorifics(honorifics: dict[str, Honorific], entries: Iterable[dict], p
         honorifics[name] = Honorific(
             name, entry["category"], entry["strong"], not_before, str(path), entry.get("glued", False), entry.get("word", False),
             entry.get("plural", False), entry.get("role", False), entry.get("cue", False), entry.get("given", False),
-            entry.get("capitalised", False),
+            entry.get("capitalised", False), entry.get("opens", False),
         )
 
 
