@@ -92,6 +92,7 @@ CARED_BY = regex.compile(
 )
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 UNLISTED_NAME = 4  # an unlisted name after a role in one case is this long ("hsb" is an abbreviation)
+INITIALS = 3  # a surname's given-name initials written as one word in capitals are at most this many ("Tan BH")
 
 
 class Token(NamedTuple):
@@ -193,7 +194,8 @@ class HonorificDetector:
         )
         # A signature's name before a slash and a role ("Imelda Quimby / Registrar / Gen Surg",
         # "Quimby/reg"): the slash and the role are found first (a pattern that starts with a literal).
-        roles = alternation(r.casefold() for r in slash_roles)
+        self._roles = frozenset(r.casefold() for r in slash_roles)
+        roles = alternation(self._roles)
         self._slash_role = regex.compile(rf"/{SPACE}*(?:{roles})(?![\w'’-])") if roles else None
         self._name_before_slash = regex.compile(rf"{signature}{SPACE}*\Z")
         # The same roles in brackets, after their service's words or not, after a surname and its
@@ -699,6 +701,9 @@ class HonorificDetector:
                 taken = strong or self._looks_like_name(token, key, honorific, title, single_case)
             elif _capitalised(token.word):
                 taken = True
+            elif cased and token.word.isupper() and len(key) <= INITIALS and self._initials(key):
+                end, last = token.end, key
+                break  # "Dr Tan BH", "A/Prof Quek CS": the given names' initials end the name
             elif cased and len(key) > 2:
                 taken = False  # "Dr Nakagawa recs vanco": a name begun Capitalised goes on Capitalised
             else:  # "DR QUIMBY RENAL CONSULT", "mr I remained", "Mr Tan prefers": an English or clinical word ends it
@@ -762,6 +767,14 @@ class HonorificDetector:
         if title.isupper() and token.word.isupper() and key in name_words():
             return True
         return key not in self._common and not plain_word(key, rank=None)
+
+    def _initials(self, key: str) -> bool:
+        """Whether a short word in capitals after a Capitalised surname may be its given names'
+        initials: no everyday, ward or clinical word, credential or role ("Tan BH"; not "Tan BP",
+        "Lim RN", "Ng MO").  The English list is not asked: it holds most pairs of letters."""
+        return not (
+            key in self._common or key in self._units or key in self._credential_words or key in self._roles or clinical_word(key)
+        )
 
     @staticmethod
     def _unlisted_name(key: str) -> bool:
