@@ -38,6 +38,7 @@ RELATIVE_CUES = frozenset({
     "sis", "niece", "nephew", "aunt", "uncle", "grandson", "granddaughter", "grandaughter", "grandmother", "grandfather",
     "grandma", "grandpa", "cousin", "stepson", "stepdaughter", "dil", "hcp", "nok", "proxy", "guardian",
     "aunty", "auntie", "stepmother", "stepfather", "godmother", "godfather", "godson", "goddaughter", "twin",
+    "grandniece", "grandnephew", "grandchild", "grandchildren", "stepsister", "stepbrother",
 })
 # People around the patient who are neither relatives nor staff: their names are NAME.
 SOCIAL_CUES = frozenset({
