@@ -95,7 +95,7 @@ NAME_AFTER = re.compile(r"[ \t]+[A-Z](?:[a-z]|['’][A-Z])")  # "St John's", "Dr
 APARTMENT = re.compile(r"(?:apt|suite)\.?[ \t]{0,2}#?[ \t]{0,2}\d{1,5}[a-z]?(?![\w/.-])")  # "Apt 3B", "Suite #200"
 UNIT = re.compile(r"#\d{2,3}-\d{2,5}[A-Za-z]?\b(?![/\d-]|\.\d)")  # "#05-67", "#05-67." ("#05-67.5" is not)
 POSTAL = re.compile(r"singapore[ \t]*\(?[ \t]*\d{6}\b\)?|s[ \t]?\(\d{6}\)")  # "Singapore 461123", "S(461123)"
-BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![./:%])")  # "Blk 123A" ("block 2" is a heart block)
+BLOCK = re.compile(r"blk[ \t]*\d{1,4}[a-z]?\b(?![/:%]|\.\d)")  # "Blk 123A", "Blk 678." ("block 2" is a heart block)
 # A ZIP code, on the note as written: what PlaceDetector._zip needs (a state's code in capitals after
 # a space, then five digits), three times faster to rule out than that pattern; and after a written
 # suffix, which makes it a state's code ("NH 03801").
@@ -168,6 +168,7 @@ class PlaceRules:
     generic: frozenset[str]
     stop_words: frozenset[str]
     street_types: frozenset[str]
+    street_types_with_number: frozenset[str]  # everyday words: a street's type only beside a number ("8 Marine Parade Central")
     street_abbreviations: frozenset[str]
     street_abbreviations_in_capitals: frozenset[str]  # taken with a number only
     street_abbreviations_titles: frozenset[str]  # also a title: taken after a name of everyday words only with a number
@@ -234,6 +235,7 @@ class PlaceRules:
             generic=_words(institutions["generic_words"]),
             stop_words=_words(institutions["stop_words"]),
             street_types=_words(addresses["street_types"]),
+            street_types_with_number=_words(addresses["street_types_with_number"]),
             street_abbreviations=frozenset(addresses["street_abbreviations"]),
             street_abbreviations_in_capitals=frozenset(addresses["street_abbreviations_in_capitals"]),
             street_abbreviations_titles=frozenset(addresses["street_abbreviations_titles"]),
@@ -336,10 +338,13 @@ class PlaceDetector:
         # characters is searched fast, and the note's start is tried apart.
         self._written_suffixes = rules.written_suffixes
         self._lower_written_suffixes = frozenset(w.lower() for w in rules.written_suffixes)
-        anchors = rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_prefixes
+        anchors = (
+            rules.suffixes | rules.prefixes | self._lower_written_suffixes | rules.street_types | rules.street_types_with_number
+            | rules.street_prefixes
+        )
         anchors |= rules.town_nouns  # "a Worcester resident": the name before is looked up as before a suffix
         abbreviations = {a.lower() for a in rules.street_abbreviations | rules.street_abbreviations_in_capitals}
-        self._street_words = rules.street_types | abbreviations | rules.street_abbreviations_after_cue
+        self._street_words = rules.street_types | rules.street_types_with_number | abbreviations | rules.street_abbreviations_after_cue
         anchors |= self._street_words
         anchor = rf"(?P<anchor>{alternation(anchors)})\.?(?![\w'’-])"
         self._anchor, self._opening_anchor = re.compile(rf"[ \n]{anchor}"), re.compile(anchor)
@@ -846,6 +851,9 @@ class PlaceDetector:
         elif anchor in rules.street_types:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
                 self._street(text, caps, at, m.end(), spans)
+        elif anchor in rules.street_types_with_number:
+            if caps or text[at].isupper():
+                self._street(text, caps, at, m.end(), spans, needs_house=True)
         elif not caps and (written := text[at : m.end("anchor")]) in rules.street_abbreviations:
             # "Elm St", but not "St John's wort", "ST elevation"; "Holland Dr", but not "Dear Dr,".
             # Before a capitalised name only with a house number ("100 Main St. Boston"), and never a title.
