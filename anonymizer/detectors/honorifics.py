@@ -667,10 +667,11 @@ class HonorificDetector:
             pos = gap.end()
 
     def _name_end(
-        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title: str, single_case: bool = False
+        self, first: Token | None, rest: Iterator[Token], honorific: Honorific, strong: bool, title: str, one_case: bool = False
     ) -> int | None:
         """Where the name starting at `first` (then `rest`) ends, or None if the title is not followed
-        by one; `single_case`: the note is all in capitals or all in lower case."""
+        by one; `one_case`: the note is all in capitals or all in lower case, and the title takes a
+        name written so there (not "called": Honorific.capitalised)."""
         end = None
         has_word = False  # initials alone are a name only after a strong title ("Mr K.")
         if first is None:
@@ -698,7 +699,7 @@ class HonorificDetector:
             if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
-                taken = strong or self._looks_like_name(token, key, honorific, title, single_case)
+                taken = strong or self._looks_like_name(token, key, honorific, title, one_case)
             elif _capitalised(token.word):
                 taken = True
             elif cased and token.word.isupper() and len(key) <= INITIALS and self._initials(key):
@@ -737,7 +738,7 @@ class HonorificDetector:
             return False
         return token.dotted or token.word.isupper() or key not in self._stop or opening
 
-    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str, single_case: bool = False) -> bool:
+    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str, one_case: bool = False) -> bool:
         """Whether the word after a weak title ("ms", "general"), or after a title in capitals in
         mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
@@ -753,13 +754,13 @@ class HonorificDetector:
             if not self._unknown_word(key):
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
-                return titlecase(token.word) or (single_case and self._one_case_name(key))
+                return titlecase(token.word) or (one_case and self._one_case_name(key))
             # in one case only after a role spelled out: a name a list holds ("CASEWORKER MIRIAM",
             # "nurse jane"), or in the role's own case an unlisted name ("resident kaminski")
             if _capitalised(token.word):
                 return True
             if len(title) < SPELLED_ROLE:
-                return single_case and self._one_case_name(key)
+                return one_case and self._one_case_name(key)
             one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
             return key in name_words() or (one_case and self._unlisted_name(key))
         if _capitalised(title) and _capitalised(token.word):

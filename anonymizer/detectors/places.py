@@ -848,12 +848,9 @@ class PlaceDetector:
                 self._institution(text, caps, at, m.end("anchor"), False, spans)
             elif text[at : m.end("anchor")].upper() not in self._codes:  # "concord nh" is a town and its state
                 self._town_before_suffix(text, caps, at, m.end("anchor"), spans)  # "tampines pc", "HOUGANG PC"
-        elif anchor in rules.street_types:
+        elif anchor in rules.street_types or anchor in rules.street_types_with_number:
             if caps or text[at].isupper():  # the type is part of a street's name: "Main Street"
-                self._street(text, caps, at, m.end(), spans)
-        elif anchor in rules.street_types_with_number:
-            if caps or text[at].isupper():
-                self._street(text, caps, at, m.end(), spans, needs_house=True)
+                self._street(text, caps, at, m.end(), spans, needs_house=anchor in rules.street_types_with_number)
         elif not caps and (written := text[at : m.end("anchor")]) in rules.street_abbreviations:
             # "Elm St", but not "St John's wort", "ST elevation"; "Holland Dr", but not "Dear Dr,".
             # Before a capitalised name only with a house number ("100 Main St. Boston"), and never a title.
