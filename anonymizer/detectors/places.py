@@ -196,6 +196,7 @@ class PlaceRules:
         states = dict(_read_pairs(folder / "states.txt"))
         if towns["states"]:
             places.update(dict.fromkeys(states, NEVER))
+            places.update(dict.fromkeys(towns["regions"], NEVER))  # "from Johor"
         # the frequent English words, less those English spells only Capitalised ("marlborough")
         english = [w for w in ENGLISH.read_text(encoding="utf-8").splitlines() if w and not w.startswith("#")]
         common = {w.lower() for w in english[: towns["english_top"]]} - proper_nouns()
