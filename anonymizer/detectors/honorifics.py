@@ -761,8 +761,8 @@ class HonorificDetector:
                 return True
             if len(title) < SPELLED_ROLE:
                 return one_case and self._one_case_name(key)
-            one_case = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
-            return key in name_words() or (one_case and self._unlisted_name(key))
+            as_title = (title.islower() and token.word.islower()) or (title.isupper() and token.word.isupper())
+            return key in name_words() or (as_title and self._unlisted_name(key))
         if _capitalised(title) and _capitalised(token.word):
             return True
         if title.isupper() and token.word.isupper() and key in name_words():
