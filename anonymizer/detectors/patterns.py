@@ -29,6 +29,7 @@ from anonymizer.detectors.regex_analysis import (
     UNTIMED_STEPS,
     numeric_runs,
 )
+from anonymizer.detectors.screen import RuleScreen
 from anonymizer.record import PatientRecord
 from anonymizer.settings import ConfigError
 from anonymizer.spans import Span
@@ -48,6 +49,8 @@ class PatternDetector:
             (rule, tuple(self._checks.index(check) for check in rule.prechecks), groups[rule.exceptions] if rule.exceptions else None)
             for rule in self.rules
         ]
+        # one pass for every rule over an ASCII note, ruling rules out (anonymizer.detectors.screen)
+        self._screen = RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in self.rules])
         # Candidate dates for detectors that parse them (e.g. to compare with the date of birth):
         # m.lastgroup names the rule, which tells date_dmy_* from date_mdy_*.  Partial dates are
         # included (year, month_alone, date_ordinal); exceptions are not applied.  A rule marked
@@ -80,13 +83,21 @@ class PatternDetector:
         cost a quarter of the detector's time.  A match must be non-empty (an expression that can
         match nothing must not yield empty spans), pass the rule's hook and escape its exceptions
         (asked last, in _longest).  Outside a note's budget (anonymizer.budget) nothing is timed.
+        In an ASCII note the rules the screen rules out are not searched, and those it lets
+        through skip their prechecks; the others are searched after their prechecks.
         """
         lower = text.lower() if text.isascii() else None
         untimed = UNTIMED_STEPS / (len(text) + 1)  # a lowered search of at most so many steps a position needs no clock
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
         runs: list[str] = []  # the note's numeric runs, once a numeric precheck needs them
         found: list[tuple[int, int, Rule, int | None]] = []
-        for rule, needs, group in self._plan:
+        may = None if lower is None else self._screen.may_match(lower)
+        screened = self._screen.screened if may is not None else ()
+        for position, (rule, needs, group) in enumerate(self._plan):
+            if position in screened:
+                if position not in may:  # type: ignore[operator]
+                    continue
+                needs = ()  # the screen said more than the prechecks would
             for k in needs:
                 if not (held[k] if held[k] is not None else self._decide(k, held, text, lower, untimed, runs)):
                     break

@@ -1,0 +1,225 @@
+"""One pass over a note for every pattern rule: which rules can match in it at all.
+
+The pattern detector searches a note once per rule; in a typical note three rules of the sixteen
+searched find something.  RE2 (a finite automaton, linear in the note) matches a set of
+expressions in one pass and says which of them matched; a rule it rules out needs no search.
+
+RE2 has no lookarounds, so each rule enters the set rewritten by :func:`screen_expression` into
+an expression that matches in a lower-cased ASCII note wherever the rule's `lowered` expression
+does: a lookbehind that opens the rule and a lookahead that closes it are matched as text (what
+they read is there, just outside the match), every other lookaround and anchor is left out.
+The set therefore answers "maybe" more often than the rules match, never "no" where one would:
+the rules themselves still decide every span.  A rule whose syntax the rewriting does not know,
+or that RE2 refuses, is searched as before (its prechecks first).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import re2
+import regex
+
+logger = logging.getLogger(__name__)
+
+SPACE = r"\t\n\x0b\x0c\r "  # what `regex`'s \s matches in an ASCII note (RE2's \s lacks \x0b)
+RE2_MAX_REPEAT = 1000  # RE2 refuses a count above this
+MEMORY = 64 << 20  # bytes for the set's automaton; a note that needs more is not screened
+
+_LOOKAROUNDS = {"(?<=": (True, False), "(?<!": (True, True), "(?=": (False, False), "(?!": (False, True)}
+_GROUPS = ("(?:", "(?>")  # a group that only groups; atomic groups match a subset of what (?: does
+_QUANTIFIER = regex.compile(r"(?:([?*+])|\{(\d*)(,?)(\d*)\})[?+]?")
+_KEPT_ESCAPES = frozenset("dDwWbBtnrfv")  # mean the same to RE2 in an ASCII note
+_DROPPED_ESCAPES = frozenset("KAZ")  # \K only moves a match's start; \A and \Z are anchors
+
+# An item of a sequence: ("atom", RE2 text) for what consumes characters, ("zero", RE2 text) for
+# \b and \B, ("look", behind, negative, RE2 text of its body), or ("drop",): an anchor or \K,
+# which only narrows where a match may be.
+Item = tuple
+
+
+class _Unsupported(Exception):
+    """Syntax the rewriting does not know: the rule is not screened."""
+
+
+def screen_expression(expression: str) -> str | None:
+    """An RE2 expression that matches in a lower-cased ASCII note wherever `expression` (a rule's
+    `lowered` expression, `regex` syntax) matches there; None for syntax outside what this knows.
+
+    Per top-level alternative: one positive lookbehind before its first character becomes text
+    matched before it, one positive lookahead after its last becomes text matched after it (both
+    were read there, whatever other assertions stand at the same point); every other lookaround,
+    anchor and \\K is left out, which can only let more through.  Possessive repeats and atomic
+    groups become plain ones (they match a subset of those); a count RE2 refuses (above 1,000) is
+    left open.  \\s is spelled out as `regex` reads it."""
+    try:
+        alternatives, end = _alternatives(expression, 0)
+    except (_Unsupported, IndexError):
+        return None
+    if end != len(expression):
+        return None  # an unbalanced ")"
+    return "|".join(_with_edges(items) for items in alternatives)
+
+
+def _with_edges(items: list[Item]) -> str:
+    """A top-level alternative, its edge lookarounds matched as text (see screen_expression)."""
+    atoms = [k for k, item in enumerate(items) if item[0] == "atom"]
+    first, last = (atoms[0], atoms[-1]) if atoms else (len(items), -1)
+    before = next((item[3] for item in items[:first] if item[0] == "look" and item[1] and not item[2]), None)
+    # with no character at all, the looks before and after are the same: the point where both read
+    after = next((item[3] for item in items[last + 1 :] if item[0] == "look" and not item[1] and not item[2]), None)
+    body = _plain(items)
+    return (f"(?:{before})" if before is not None else "") + body + (f"(?:{after})" if after is not None else "")
+
+
+def _plain(items: list[Item]) -> str:
+    """A sequence with its lookarounds and anchors left out: it matches every span it matched."""
+    return "".join(item[1] for item in items if item[0] in ("atom", "zero"))
+
+
+def _alternatives(expression: str, i: int) -> tuple[list[list[Item]], int]:
+    """The alternatives from position i up to a ")" or the end, each a list of items."""
+    alternatives = []
+    while True:
+        items, i = _sequence(expression, i)
+        alternatives.append(items)
+        if not expression.startswith("|", i):
+            return alternatives, i
+        i += 1
+
+
+def _sequence(expression: str, i: int) -> tuple[list[Item], int]:
+    items: list[Item] = []
+    while i < len(expression) and expression[i] not in "|)":
+        item, i = _item(expression, i)
+        quantifier = _QUANTIFIER.match(expression, i)
+        if quantifier:
+            if item[0] != "atom":
+                raise _Unsupported("a repeated assertion")
+            item = ("atom", item[1] + _count(quantifier))
+            i = quantifier.end()
+        items.append(item)
+    return items, i
+
+
+def _count(quantifier: regex.Match[str]) -> str:
+    """The repeat in RE2's syntax: greedy (which span a repeat prefers does not change whether it
+    matches), possessive ones plain, "{,n}" as "{0,n}", a bound RE2 refuses left open."""
+    symbol, low, comma, high = quantifier.groups()
+    if symbol:
+        return symbol
+    if not (low or high):
+        raise _Unsupported("{} or {,}")
+    low_n = min(int(low or 0), RE2_MAX_REPEAT)
+    if not comma:
+        return f"{{{low_n}}}" if int(low) <= RE2_MAX_REPEAT else f"{{{low_n},}}"
+    if not high or int(high) > RE2_MAX_REPEAT:
+        return f"{{{low_n},}}"
+    return f"{{{low_n},{high}}}"
+
+
+def _item(expression: str, i: int) -> tuple[Item, int]:
+    c = expression[i]
+    if c == "\\":
+        following = expression[i + 1]
+        if following in _DROPPED_ESCAPES:
+            return ("drop",), i + 2
+        if following in "bB":
+            return ("zero", "\\" + following), i + 2
+        return ("atom", _escape(following, in_set=False, negated=False)), i + 2
+    if c == "[":
+        return _set(expression, i)
+    if c == "(":
+        look = next((prefix for prefix in _LOOKAROUNDS if expression.startswith(prefix, i)), None)
+        opening = look or next((group for group in _GROUPS if expression.startswith(group, i)), None)
+        if opening is None:
+            raise _Unsupported("a capturing, named or flag group")
+        alternatives, i = _alternatives(expression, i + len(opening))
+        if not expression.startswith(")", i):
+            raise _Unsupported("an unclosed group")
+        body = "|".join(_plain(items) for items in alternatives)
+        if look:
+            behind, negative = _LOOKAROUNDS[look]
+            return ("look", behind, negative, body), i + 1
+        return ("atom", f"(?:{body})"), i + 1
+    if c in "^$":
+        return ("drop",), i + 1
+    if c in "?*+{":
+        raise _Unsupported("a repeat of nothing or a brace that is not a count")
+    return ("atom", c), i + 1
+
+
+def _escape(following: str, in_set: bool, negated: bool) -> str:
+    if following == "s":
+        return SPACE if in_set else f"[{SPACE}]"
+    if following == "S":
+        if negated:
+            raise _Unsupported(r"\S in a negated set")  # RE2's \S holds \x0b: negated, it would hold less
+        return r"\S" if in_set else f"[^{SPACE}]"
+    if following in _KEPT_ESCAPES or not following.isalnum():
+        return "\\" + following
+    raise _Unsupported(f"\\{following}")
+
+
+def _set(expression: str, i: int) -> tuple[Item, int]:
+    """A character set from its "[", escapes translated; a "]" first in it is a literal."""
+    negated = expression.startswith("^", i + 1)
+    i += 1 + negated
+    out = ["[^" if negated else "["]
+    if expression[i] == "]":
+        out.append(r"\]")
+        i += 1
+    while expression[i] != "]":
+        if expression[i] == "\\":
+            out.append(_escape(expression[i + 1], in_set=True, negated=negated))
+            i += 2
+        elif expression[i] == "[":
+            raise _Unsupported("a nested set")
+        else:
+            out.append(expression[i])
+            i += 1
+    return ("atom", "".join(out) + "]"), i + 1
+
+
+class RuleScreen:
+    """The rules' screen expressions in one RE2 set.  :meth:`may_match` gives the positions (in
+    the list it was built from) of the rules that may match in a lower-cased ASCII note."""
+
+    def __init__(self, expressions: Sequence[str | None], memory: int = MEMORY) -> None:
+        options = re2.Options()
+        options.max_mem = memory
+        options.log_errors = False
+        self._set = re2.Set.SearchSet(options)
+        positions: list[int] = []  # per member of the set, the rule's position
+        for position, expression in enumerate(expressions):
+            rewritten = None if expression is None else screen_expression(expression)
+            if rewritten is None:
+                continue
+            try:
+                self._set.Add(rewritten)
+            except re2.error:
+                logger.debug("rule %d is searched unscreened: RE2 refuses its rewriting", position)
+                continue
+            positions.append(position)
+        # Matches everywhere: a match that fails part way (the automaton out of memory) reports
+        # nothing, this included, and the note is then searched unscreened.
+        self._sentinel = self._set.Add("")
+        try:
+            self._set.Compile()
+        except re2.error:
+            logger.warning("the pattern rules are searched unscreened: their screen needs more than %d bytes", memory)
+            positions = []
+        self._positions = positions
+        self.screened = frozenset(positions)
+
+    def may_match(self, lower: str) -> set[int] | None:
+        """The positions of the screened rules that may match in `lower` (an ASCII note, lower
+        case), or None when the set could not decide: every rule is then searched."""
+        if not self._positions:
+            return None
+        found = self._set.Match(lower.encode("ascii"))
+        if self._sentinel not in found:
+            return None
+        positions = self._positions
+        return {positions[k] for k in found if k != self._sentinel}

@@ -1,0 +1,95 @@
+"""The one-pass screen of the pattern rules (anonymizer.detectors.screen): the rewriting on
+expressions written for the test, and on the shipped rules the promise the detector relies on:
+wherever a rule matches in a lower-cased ASCII note, the screen lets it through."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anonymizer.detectors.pattern_rules import Rule, load_rules
+from anonymizer.detectors.screen import SPACE, RuleScreen, screen_expression
+from anonymizer.resources import data_dir
+from tests.test_patterns import CASES
+
+
+@pytest.mark.parametrize(
+    "expression, rewritten",
+    [
+        ("abc", "abc"),
+        ("(?<=dr )\\w+", "(?:dr )\\w+"),  # a lookbehind opening the rule is read as text before it
+        ("\\d+(?= yo)", "\\d+(?: yo)"),  # a lookahead closing it, as text after it
+        ("(?=\\d)\\b(?<!\\d[./:])(?<=mi )\\d\\d", "(?:mi )\\b\\d\\d"),  # across the other assertions at that point
+        ("(?<!\\d)\\d{7}(?!\\d)", "\\d{7}"),  # negative ones are left out
+        ("a(?<=xa)b", "ab"),  # in the middle too
+        ("(?<=a)(?=b)", "(?:a)(?:b)"),  # no character: both read at one point
+        ("^mrn:\\K\\d+$", "mrn:\\d+"),  # anchors and \K narrow only where a match may be
+        ("\\s", f"[{SPACE}]"),
+        ("[^\\s,]", f"[^{SPACE},]"),
+        ("\\S", f"[^{SPACE}]"),
+        ("[\\S,]", "[\\S,]"),
+        ("[]a]", "[\\]a]"),
+        ("a{,3}b{2,5000}c{7}", "a{0,3}b{2,}c{7}"),
+        ("a*+(?>b|c)d?+", "a*(?:b|c)d?"),  # possessive and atomic matches are among the plain ones
+        ("a(?:b(?<=xb)|c)", "a(?:b|c)"),  # inside a group a lookaround is only left out
+        ("x|(?<=y)z", "x|(?:y)z"),  # per top-level alternative
+    ],
+)
+def test_screen_expression_rewrites_for_re2(expression: str, rewritten: str) -> None:
+    assert screen_expression(expression) == rewritten
+
+
+@pytest.mark.parametrize(
+    "expression", ["(a)", "(?P<n>a)", "(?i:a)", "\\p{L}", "\\x41", "[^\\S]", "[[a]]", "(?=a)+", "a)", "(?:a", "*a", "a{}"]
+)
+def test_screen_expression_leaves_out_what_it_does_not_know(expression: str) -> None:
+    assert screen_expression(expression) is None
+
+
+@pytest.fixture(scope="module")
+def rules() -> list[Rule]:
+    return load_rules(data_dir("rules"))
+
+
+@pytest.fixture(scope="module")
+def screen(rules: list[Rule]) -> RuleScreen:
+    return RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in rules])
+
+
+def test_nearly_every_case_insensitive_rule_is_screened(rules: list[Rule], screen: RuleScreen) -> None:
+    lowered = [k for k, rule in enumerate(rules) if rule.lowered is not None]
+    assert len(screen.screened) >= len(lowered) - 2
+    assert screen.screened <= set(lowered)
+
+
+def let_through(rules: list[Rule], screen: RuleScreen, text: str) -> None:
+    lower = text.lower()
+    may = screen.may_match(lower)
+    assert may is not None
+    for k in screen.screened:
+        if rules[k].lowered.search(lower):
+            assert k in may, (rules[k].name, text)
+
+
+def test_the_screen_lets_every_rule_through_where_it_matches_a_case(rules: list[Rule], screen: RuleScreen) -> None:
+    texts = [case["text"] for case in CASES["case"] + CASES["known_failure"] if case["text"].isascii()]
+    for text in texts:
+        let_through(rules, screen, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'(),abcdjmnoprstuwyAMS\n\t")), max_size=80))
+def test_the_screen_lets_every_rule_through_where_it_matches(rules: list[Rule], screen: RuleScreen, text: str) -> None:
+    let_through(rules, screen, text)
+
+
+def test_the_screen_rules_out_what_cannot_match(rules: list[Rule], screen: RuleScreen) -> None:
+    may = screen.may_match("pt comfortable overnight, no complaints")
+    assert may is not None and not {rules[k].category for k in may} & {"PHONE", "ID", "EMAIL"}
+
+
+def test_a_screen_that_cannot_be_built_screens_nothing(rules: list[Rule]) -> None:
+    screen = RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in rules], memory=1024)
+    assert screen.screened == frozenset()
+    assert screen.may_match("mrn 1234567") is None
