@@ -79,7 +79,7 @@ def test_the_screen_lets_every_rule_through_where_it_matches_a_case(rules: list[
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'(),abcdjmnoprstuwyAMS\n\t")), max_size=80))
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'(),abcdjmnoprstuwyAMS\n\t\x0b\x1c")), max_size=80))
 def test_the_screen_lets_every_rule_through_where_it_matches(rules: list[Rule], screen: RuleScreen, text: str) -> None:
     let_through(rules, screen, text)
 

@@ -92,10 +92,10 @@ class PatternDetector:
         runs: list[str] = []  # the note's numeric runs, once a numeric precheck needs them
         found: list[tuple[int, int, Rule, int | None]] = []
         may = None if lower is None else self._screen.may_match(lower)
-        screened = self._screen.screened if may is not None else ()
+        screened = self._screen.screened
         for position, (rule, needs, group) in enumerate(self._plan):
-            if position in screened:
-                if position not in may:  # type: ignore[operator]
+            if may is not None and position in screened:
+                if position not in may:
                     continue
                 needs = ()  # the screen said more than the prechecks would
             for k in needs:
