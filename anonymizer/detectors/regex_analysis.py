@@ -152,7 +152,7 @@ _CHAR = ("char", None)
 _OTHER = ("other",)
 _ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v"}
 _FLAG_GROUP = regex.compile(r"\(\?(?:[a-zA-Z]*:|>)")  # (?:, scoped flags such as (?i:, atomic (?>
-_COUNT = regex.compile(r"(?:([?*+])|\{(\d*)(,?)(\d*)\})[?+]?")
+COUNT = regex.compile(r"(?:([?*+])|\{(\d*)(,?)(\d*)\})[?+]?")  # a repeat: its symbol or its bounds, then lazy or possessive
 
 
 def _parse(expression: str, i: int) -> tuple[list, int]:
@@ -170,7 +170,7 @@ def _parse_sequence(expression: str, i: int) -> tuple[list, int]:
     items: list = []
     while i < len(expression) and expression[i] not in "|)":
         item, i = _parse_atom(expression, i)
-        count = _COUNT.match(expression, i)
+        count = COUNT.match(expression, i)
         if count and (count[1] or count[2] or count[4]):
             symbol, low = count[1], count[2]
             item = ("repeat", 1 if symbol == "+" else 0 if symbol else int(low or 0), [item])

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 import re2
 import regex
 
+from anonymizer.detectors.regex_analysis import COUNT
+
 logger = logging.getLogger(__name__)
 
 SPACE = r"\t\n\x0b\x0c\r "  # what `regex`'s \s matches in an ASCII note (RE2's \s lacks \x0b)
@@ -29,7 +31,6 @@ MEMORY = 64 << 20  # bytes for the set's automaton; a note that needs more is no
 
 _LOOKAROUNDS = {"(?<=": (True, False), "(?<!": (True, True), "(?=": (False, False), "(?!": (False, True)}
 _GROUPS = ("(?:", "(?>")  # a group that only groups; atomic groups match a subset of what (?: does
-_QUANTIFIER = regex.compile(r"(?:([?*+])|\{(\d*)(,?)(\d*)\})[?+]?")
 _KEPT_ESCAPES = frozenset("dDwWbBtnrfv")  # mean the same to RE2 in an ASCII note
 _DROPPED_ESCAPES = frozenset("KAZ")  # \K only moves a match's start; \A and \Z are anchors
 
@@ -93,7 +94,7 @@ def _sequence(expression: str, i: int) -> tuple[list[Item], int]:
     items: list[Item] = []
     while i < len(expression) and expression[i] not in "|)":
         item, i = _item(expression, i)
-        quantifier = _QUANTIFIER.match(expression, i)
+        quantifier = COUNT.match(expression, i)
         if quantifier:
             if item[0] != "atom":
                 raise _Unsupported("a repeated assertion")
