@@ -1,6 +1,6 @@
 """The one-pass screen of the pattern rules (anonymizer.detectors.screen): the rewriting on
 expressions written for the test, and on the shipped rules the promise the detector relies on:
-wherever a rule matches in a lower-cased ASCII note, the screen lets it through."""
+wherever a rule matches in an ASCII note, the screen lets it through."""
 
 from __future__ import annotations
 
@@ -32,8 +32,17 @@ from tests.test_patterns import CASES
         ("[]a]", "[\\]a]"),
         ("a{,3}b{2,5000}c{7}", "a{0,3}b{2,}c{7}"),
         ("a*+(?>b|c)d?+", "a*(?:b|c)d?"),  # possessive and atomic matches are among the plain ones
-        ("a(?:b(?<=xb)|c)", "a(?:b|c)"),  # inside a group a lookaround is only left out
+        ("a(?:b(?<=xb)|c)", "a(?:b|c)"),  # inside a group after a character a lookaround is only left out
         ("x|(?<=y)z", "x|(?:y)z"),  # per top-level alternative
+        # a group that opens (closes) the rule: per branch of it, and the assertions before
+        # (after) it left out, as the match's edge moved
+        ("(?=\\d)\\b(?<!x)(?:(?<=on )\\d+|(?<=dob )\\d)(?!\\w)", "(?:(?:on )\\d+|(?:dob )\\d)"),
+        ("\\b(?:a|b(?= c))\\b", "\\b(?:a|b(?: c))"),
+        ("\\b(?:a|b)\\b", "\\b(?:a|b)\\b"),  # no branch widened: the assertions stay
+        ("\\b(?:(?<=y)a)(?:b|c(?=d))\\b", "(?:(?:y)a)(?:b|c(?:d))"),
+        ("(?:(?<=y)a)+", "(?:a)+"),  # a repeated group is no edge
+        ("mrn:\\K(?=\\d{3})\\w+\\b", "mrn:(?:\\d{3})"),  # a lookahead between characters, read instead of what follows
+        ("(?i:ab)c", "(?i:ab)c"),
     ],
 )
 def test_screen_expression_rewrites_for_re2(expression: str, rewritten: str) -> None:
@@ -41,7 +50,7 @@ def test_screen_expression_rewrites_for_re2(expression: str, rewritten: str) -> 
 
 
 @pytest.mark.parametrize(
-    "expression", ["(a)", "(?P<n>a)", "(?i:a)", "\\p{L}", "\\x41", "[^\\S]", "[[a]]", "(?=a)+", "a)", "(?:a", "*a", "a{}"]
+    "expression", ["(a)", "(?P<n>a)", "(?s:a)", "(?i)a", "\\p{L}", "\\x41", "[^\\S]", "[[a]]", "(?=a)+", "a)", "(?:a", "*a", "a{}"]
 )
 def test_screen_expression_leaves_out_what_it_does_not_know(expression: str) -> None:
     assert screen_expression(expression) is None
@@ -54,21 +63,20 @@ def rules() -> list[Rule]:
 
 @pytest.fixture(scope="module")
 def screen(rules: list[Rule]) -> RuleScreen:
-    return RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in rules])
+    return RuleScreen.for_rules(rules)
 
 
-def test_nearly_every_case_insensitive_rule_is_screened(rules: list[Rule], screen: RuleScreen) -> None:
-    lowered = [k for k, rule in enumerate(rules) if rule.lowered is not None]
-    assert len(screen.screened) >= len(lowered) - 2
-    assert screen.screened <= set(lowered)
+def test_nearly_every_rule_is_screened(rules: list[Rule], screen: RuleScreen) -> None:
+    assert len(screen.screened) >= len(rules) - 2
 
 
 def let_through(rules: list[Rule], screen: RuleScreen, text: str) -> None:
     lower = text.lower()
-    may = screen.may_match(lower)
+    may = screen.may_match(text, lower)
     assert may is not None
     for k in screen.screened:
-        if rules[k].lowered.search(lower):
+        found = rules[k].pattern.search(text) if rules[k].lowered is None else rules[k].lowered.search(lower)
+        if found:
             assert k in may, (rules[k].name, text)
 
 
@@ -79,17 +87,18 @@ def test_the_screen_lets_every_rule_through_where_it_matches_a_case(rules: list[
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'(),abcdjmnoprstuwyAMS\n\t\x0b\x1c")), max_size=80))
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -/.:@+#'(),abcdjmnoprstuwyACFHMSTX\n\t\x0b\x1c")), max_size=80))
 def test_the_screen_lets_every_rule_through_where_it_matches(rules: list[Rule], screen: RuleScreen, text: str) -> None:
     let_through(rules, screen, text)
 
 
 def test_the_screen_rules_out_what_cannot_match(rules: list[Rule], screen: RuleScreen) -> None:
-    may = screen.may_match("pt comfortable overnight, no complaints")
+    text = "Pt comfortable overnight, no complaints"
+    may = screen.may_match(text, text.lower())
     assert may is not None and not {rules[k].category for k in may} & {"PHONE", "ID", "EMAIL"}
 
 
 def test_a_screen_that_cannot_be_built_screens_nothing(rules: list[Rule]) -> None:
-    screen = RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in rules], memory=1024)
+    screen = RuleScreen.for_rules(rules, memory=1024)
     assert screen.screened == frozenset()
-    assert screen.may_match("mrn 1234567") is None
+    assert screen.may_match("MRN 1234567", "mrn 1234567") is None

@@ -50,7 +50,7 @@ class PatternDetector:
             for rule in self.rules
         ]
         # one pass for every rule over an ASCII note, ruling rules out (anonymizer.detectors.screen)
-        self._screen = RuleScreen([None if rule.lowered is None else rule.lowered.pattern for rule in self.rules])
+        self._screen = RuleScreen.for_rules(self.rules)
         # Candidate dates for detectors that parse them (e.g. to compare with the date of birth):
         # m.lastgroup names the rule, which tells date_dmy_* from date_mdy_*.  Partial dates are
         # included (year, month_alone, date_ordinal); exceptions are not applied.  A rule marked
@@ -84,14 +84,15 @@ class PatternDetector:
         match nothing must not yield empty spans), pass the rule's hook and escape its exceptions
         (asked last, in _longest).  Outside a note's budget (anonymizer.budget) nothing is timed.
         In an ASCII note the rules the screen rules out are not searched, and those it lets
-        through skip their prechecks; the others are searched after their prechecks.
+        through skip their prechecks; the others (and every rule in other notes) are searched
+        after their prechecks.
         """
         lower = text.lower() if text.isascii() else None
         untimed = UNTIMED_STEPS / (len(text) + 1)  # a lowered search of at most so many steps a position needs no clock
         held: list[bool | None] = [None] * len(self._checks)  # rules share prechecks: each is decided once per note
         runs: list[str] = []  # the note's numeric runs, once a numeric precheck needs them
         found: list[tuple[int, int, Rule, int | None]] = []
-        may = None if lower is None else self._screen.may_match(lower)
+        may = None if lower is None else self._screen.may_match(text, lower)
         screened = self._screen.screened
         for position, (rule, needs, group) in enumerate(self._plan):
             if may is not None and position in screened:
