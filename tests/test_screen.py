@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anonymizer.detectors import lowered, whole_words
 from anonymizer.detectors.pattern_rules import Rule, load_rules
-from anonymizer.detectors.screen import SPACE, RuleScreen, screen_expression
+from anonymizer.detectors.screen import SPACE, RuleScreen, WordScreen, screen_expression
 from anonymizer.resources import data_dir
 from tests.test_patterns import CASES
 
@@ -102,3 +103,22 @@ def test_a_screen_that_cannot_be_built_screens_nothing(rules: list[Rule]) -> Non
     screen = RuleScreen.for_rules(rules, memory=1024)
     assert screen.screened == frozenset()
     assert screen.may_match("MRN 1234567", "mrn 1234567") is None
+
+
+CUE_WORDS = ["in", "from pt", "w/", "to:", "m.d", "rn", "f/u with", "/x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("inromptwdfux/:.RNI \t\n_-+'é")), max_size=40))
+def test_the_word_screen_holds_every_word_that_stands_whole(text: str) -> None:
+    low = lowered(text)
+    present = WordScreen(CUE_WORDS).present(low)
+    assert present is not None
+    for word in CUE_WORDS:
+        if next(whole_words(low, word), None) is not None:
+            assert word in present, (word, text)
+
+
+def test_the_word_screen_rules_out_words_inside_others() -> None:
+    assert WordScreen(CUE_WORDS).present("morning turn, f/u within") == frozenset()
+    assert WordScreen(CUE_WORDS).present("seen in clinic w/ rn") == {"in", "w/", "rn"}

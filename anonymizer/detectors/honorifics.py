@@ -27,6 +27,7 @@ from anonymizer.detectors import lowered, titlecase, whole_words, word_ends
 from anonymizer.detectors.pattern_rules import read_toml
 from anonymizer.detectors.places import state_codes, town_names
 from anonymizer.detectors.regex_analysis import alternation
+from anonymizer.detectors.screen import WordScreen
 from anonymizer.detectors.values import read_abbreviations
 from anonymizer.record import PatientRecord
 from anonymizer.resources import read_word_list
@@ -251,6 +252,9 @@ class HonorificDetector:
             (c, c in capitalised, self._honorifics[c].category if c in self._honorifics else "DOCTOR")
             for c in (c.casefold() for c in care_cues)
         )
+        # the words the loops above look for one by one with whole_words: which a note holds, in one pass
+        verbs = (v for vs in self._verbs_after_name.values() for v in vs)
+        self._cue_words = WordScreen([*verbs, *self._credentials, *self._given_cues, *(c for c, _, _ in self._care_cues)])
         admissions = "|".join(re.escape(w.casefold()) for w in admission_words) or "(?!)"
         self._admission = re.compile(rf"(?<![\w/])(?:{admissions})(?![\w/])")
         self._name_abbreviations = frozenset(w.casefold() for w in name_abbreviations)  # "Mohd.": its period ends no name
@@ -351,9 +355,10 @@ class HonorificDetector:
                 spans.append(Span(start, end, honorific.category, self.name, honorific.name))
                 if honorific.plural:
                     spans += self._more_names(text, end, honorific, title)
-        spans += self._given_names(text, low, single_case)
-        spans += self._names_before_verbs(text, low, single_case)
-        spans += self._names_before_credentials(text, low, single_case)
+        present = self._cue_words.present(low)
+        spans += self._given_names(text, low, single_case, present)
+        spans += self._names_before_verbs(text, low, single_case, present)
+        spans += self._names_before_credentials(text, low, single_case, present)
         if self._slash_role is not None and "/" in text:
             for m in self._slash_role.finditer(low):
                 spans += self._signature(text, self._name_before_slash, m.start(), single_case, "before_role")
@@ -366,6 +371,8 @@ class HonorificDetector:
             spans += self._signing_lines(text, low)
         spans += self._closing_name(text)
         for cue, capitalised, category in self._care_cues:
+            if present is not None and cue not in present:
+                continue
             for at in whole_words(low, cue):
                 any_case = capitalised and self._admitted(low, at)
                 spans += self._cared_by(text, at + len(cue), capitalised and not any_case, category)
@@ -442,13 +449,16 @@ class HonorificDetector:
             return []
         return [Span(line.start("given"), line.end("name"), "DOCTOR", self.name, "closing_name")]
 
-    def _names_before_verbs(self, text: str, low: str, single_case: bool) -> list[Span]:
+    def _names_before_verbs(self, text: str, low: str, single_case: bool, present: frozenset[str] | None) -> list[Span]:
         """A Capitalised word in no dictionary before a verb of contact ("Haverford aware"), with a
         listed given name before it ("Marie Quimby notified"); not "Neuro aware", "Micu paged".  In
-        a note of one case, an unlisted name in any case ("QUELLMORE AWARE", "w. kowalczyk notified")."""
+        a note of one case, an unlisted name in any case ("QUELLMORE AWARE", "w. kowalczyk notified").
+        `present`: the words of :attr:`_cue_words` the note may hold (None: any)."""
         spans = []
         pattern = self._one_case_name_before_verb if single_case else self._name_before_verb
         for first, verbs in self._verbs_after_name.items():
+            if present is not None and present.isdisjoint(verbs):
+                continue
             for at in whole_words(low, first):
                 if len(verbs) > 1 or verbs[0] != first:
                     if not any(low.startswith(verb, at) and word_ends(low, at + len(verb)) for verb in verbs):
@@ -476,13 +486,13 @@ class HonorificDetector:
                 spans.append(Span(m.start("given"), m.end(words[-1]), "DOCTOR", self.name, "after_role"))
         return spans
 
-    def _names_before_credentials(self, text: str, low: str, single_case: bool) -> list[Span]:
+    def _names_before_credentials(self, text: str, low: str, single_case: bool, present: frozenset[str] | None) -> list[Span]:
         """A signature's name before a credential in capitals ("Philippa Quellmore, RN", "J. Okafor,
         MD"; in any case in a lower-case note: "greta lindqvist np"): a surname in no dictionary or
         a listed given name, with the given name or initial before it, Capitalised in mixed-case
         text, category DOCTOR ("Charge RN", "Renal MD", "Pt's RN", "Towson, MD" stay)."""
         spans = []
-        for credential in self._credentials:
+        for credential in self._credentials if present is None else [c for c in self._credentials if c in present]:
             for at in whole_words(low, credential):
                 if not (single_case or text[at : at + len(credential)].isupper()):
                     continue  # in capitals ("RN", "R.N."), not "Md Ali" (Mohamed) nor "rn" in a note that Capitalises
@@ -567,12 +577,12 @@ class HonorificDetector:
             return False
         return listed or not plain_word(key, rank=None)
 
-    def _given_names(self, text: str, low: str, single_case: bool) -> list[Span]:
+    def _given_names(self, text: str, low: str, single_case: bool, present: frozenset[str] | None) -> list[Span]:
         """The names after "with", "per", "by": a listed given name, Capitalised in mixed-case
         text, and the name's further words as after a weak title ("met with martin quellmore";
         "Pt with amber urine" stays)."""
         spans = []
-        for cue in self._given_cues:
+        for cue in self._given_cues if present is None else [c for c in self._given_cues if c in present]:
             for at in whole_words(low, cue):
                 gap = GAP.match(text, at + len(cue))
                 if gap is None or not (single_case or text[gap.end() : gap.end() + 1].isupper()):
