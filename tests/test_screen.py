@@ -122,3 +122,7 @@ def test_the_word_screen_holds_every_word_that_stands_whole(text: str) -> None:
 def test_the_word_screen_rules_out_words_inside_others() -> None:
     assert WordScreen(CUE_WORDS).present("morning turn, f/u within") == frozenset()
     assert WordScreen(CUE_WORDS).present("seen in clinic w/ rn") == {"in", "w/", "rn"}
+
+
+def test_a_word_screen_that_cannot_be_built_lets_every_word_through() -> None:
+    assert WordScreen(CUE_WORDS, memory=1024).present("morning") is None

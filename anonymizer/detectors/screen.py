@@ -238,7 +238,7 @@ class _Set:
             try:
                 self._set.Add(rewritten)
             except re2.error:
-                logger.debug("rule %d is searched unscreened: RE2 refuses its rewriting", position)
+                logger.debug("member %d is not screened: RE2 refuses its rewriting", position)
                 continue
             positions.append(position)
         # Matches everywhere: a match that fails part way (the automaton out of memory) reports
@@ -247,13 +247,16 @@ class _Set:
         try:
             self._set.Compile()
         except re2.error:
-            logger.warning("the pattern rules are searched unscreened: their screen needs more than %d bytes", memory)
+            logger.warning("a screen screens nothing: it needs more than %d bytes", memory)
             positions = []
         self.positions = positions
 
     def matching(self, subject: str) -> set[int] | None:
-        """The positions of the members that match in `subject` (ASCII), None if undecided."""
-        found = self._set.Match(subject.encode("ascii"))
+        """The positions of the members that match in `subject`, None if undecided (and always
+        for a set that could not be built: RE2 cannot match with it)."""
+        if not self.positions:
+            return None
+        found = self._set.Match(subject.encode())
         if self._sentinel not in found:
             return None
         positions = self.positions
@@ -301,22 +304,19 @@ class WordScreen:
     digits must be word boundaries there; RE2 reads its boundaries in ASCII, so in other text it
     lets more through, never less."""
 
-    def __init__(self, words: Iterable[str]) -> None:
+    def __init__(self, words: Iterable[str], memory: int = MEMORY) -> None:
         self._words = list(dict.fromkeys(words))
-        options = re2.Options()
-        options.log_errors = False
-        self._set = re2.Set.SearchSet(options)
-        for word in self._words:
-            edge = r"\b" if word[:1].isascii() and word[:1].isalnum() else ""
-            end = r"\b" if word[-1:].isascii() and word[-1:].isalnum() else ""
-            self._set.Add(edge + re2.escape(word) + end)
-        self._sentinel = self._set.Add("")  # matches everywhere: missing, the match failed part way
-        self._set.Compile()
+        self._set = _Set([_bounded(word) for word in self._words], memory)
+        self._unscreened = frozenset(self._words) - {self._words[k] for k in self._set.positions}
 
     def present(self, low: str) -> frozenset[str] | None:
         """The words that may stand whole in `low`; None when the set could not decide."""
-        found = self._set.Match(low.encode())
-        if self._sentinel not in found:
-            return None
-        words = self._words
-        return frozenset(words[k] for k in found if k != self._sentinel)
+        found = self._set.matching(low)
+        return None if found is None else self._unscreened.union(self._words[k] for k in found)
+
+
+def _bounded(word: str) -> str:
+    """`word` as an expression, between word boundaries where its edges are ASCII letters or digits."""
+    edge = r"\b" if word[:1].isascii() and word[:1].isalnum() else ""
+    end = r"\b" if word[-1:].isascii() and word[-1:].isalnum() else ""
+    return edge + re2.escape(word) + end
