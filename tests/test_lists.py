@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from anonymizer.detectors.lists import ListDetector, acronyms, load_list_file
 from anonymizer.record import PatientRecord
+from anonymizer.spans import Span
 
 RECORD = PatientRecord("1")
 LISTS = {
@@ -78,6 +79,11 @@ def test_short_entries_are_ignored_and_counted_without_their_text(caplog):
 def test_no_entries_means_no_spans():
     assert ListDetector({})("anything", RECORD) == []
     assert ListDetector({"DOCTOR": ["Dr"]})("Dr Dr", RECORD) == []
+
+
+def test_an_entry_of_invisible_characters_finds_nothing():
+    assert ListDetector({"LOCATION": ["\u200b \u200b"]})("", RECORD) == []
+    assert ListDetector({"LOCATION": ["\u200b \u200b", "Bedok"]})("at Bedok", RECORD) == [Span(3, 8, "LOCATION", "lists", "location")]
 
 
 def test_load_list_file(tmp_path):

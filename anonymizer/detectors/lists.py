@@ -104,6 +104,8 @@ _INITIALS_BEFORE = re.compile(r"(?:(?<![\w./])(?:[A-Z]\.[^\S\r\n]?){1,3}|(?<![\w
 # Initials of any case before a surname: "x w quek", "c.j. sng", "cj sng" (see StaffDirectory.initials).
 _ANY_INITIALS_BEFORE = re.compile(r"(?<![\w./])(?:[^\W\d_]\.?[^\S\r\n]?){1,3}[^\S\r\n]*\Z|(?<![\w./])[^\W\d_]{2,3}[^\S\r\n]+\Z")
 _LONE_WORDS = frozenset({"a", "i"})  # a single letter that is a word, never an initial alone
+# Initials of any case after a surname: "ho bk", "HO B.K." (see StaffDirectory._beside_own_initials).
+_ANY_INITIALS_AFTER = re.compile(r"[^\S\r\n]+((?:[^\W\d_]\.?[^\S\r\n]?){1,3})(?![^\W\d_])")
 
 
 def load_list_file(path: Path | str) -> list[str]:
@@ -192,6 +194,7 @@ class ListDetector:
         keys |= {form for form in self._written if " " not in form} | set(self._short_acronyms)
         keys |= {key.replace(" and ", " & ") for key in keys if " and " in key}
         keys |= self._staff.keys() if self._staff else set()
+        keys.discard("")  # an entry of invisible characters and spaces: nothing to find
         self._pattern: re.Pattern[str] | None = None
         self._lower: re.Pattern[str] | None = None  # for lower-cased ASCII notes
         self._fallback = ""
@@ -320,7 +323,12 @@ class StaffDirectory:
         self._abbreviations = frozenset(w.casefold() for w in abbreviations) | vocabulary_words
         # A part with an apostrophe or a hyphen is also a part whole ("O'Brien", "Lay-Kiat"): its
         # pieces ("O", "Lay") are too short or too ordinary to be taken alone.
-        self.parts: set[str] = {p for e in entries for p in _PART.findall(e.casefold()) if len(p) > 1} - vocabulary_words
+        split = [_PART.findall(e.casefold()) for e in entries]
+        self.parts: set[str] = {p for words in split for p in words if len(p) > 1} - vocabulary_words
+        # Parts that are also a title or a role ("Ho", a house officer), of a name with other parts:
+        # a name only after a title, or with its entry's own initials ("SSN Ho", "L P Ho", "HO BK"
+        # for Ho Ling Peng, Ho Bee Kai).
+        self._role_parts = {p for words in split if len(words) > 1 for p in words if p in vocabulary_words}
         self.parts |= {p for e in entries for p in _JOINED.findall(e.casefold())}
         # Parts that are also ordinary words ("Hope", "May"), short ones ("Ng") and the vocabulary:
         # a name only beside a title or a role.
@@ -382,7 +390,7 @@ class StaffDirectory:
     def spans(self, text: str, lower: str, hits: list[tuple[int, int, str]], source: str) -> list[Span]:
         """DOCTOR spans for the note: `hits` are the directory's keys the lists' trie found in it."""
         names: list[tuple[int, int, str]] = []  # start, end, rule
-        candidates: list[tuple[int, int, str, int]] = []  # words beside a title or a role, and where their name begins
+        candidates: list[tuple[int, int, str, int, bool]] = []  # words beside a title or a role, where their name begins, after a title
         taken: dict[int, tuple[int, str]] = {}  # the unambiguous parts taken: start -> end, part
         pending: list[tuple[int, int, str]] = []  # ambiguous parts with no title, role or initials beside them
         mixed = not text.isupper()
@@ -394,7 +402,11 @@ class StaffDirectory:
                 if kind is None:
                     continue
             if kind == "title" or kind == "role":
-                self._anchored(text, start, end, key, kind, candidates)
+                named = self._beside_own_initials(lower, start, end, key) if key in self._role_parts else None
+                if named is not None:
+                    names.append((*named, "staff"))
+                else:
+                    self._anchored(text, start, end, key, kind, candidates)
             elif kind == "glued":
                 at = start + self.glued[key]  # "DrLim", "DRO'Hara": capitals at the title's start and at the name's
                 after = text[at + 1 : at + 2]
@@ -420,9 +432,14 @@ class StaffDirectory:
         if signature is not None:
             names.append((*signature, "signature"))
         if candidates:
-            close = self._close({w.casefold() for _, _, w, _ in candidates})
+            close = self._close({w.casefold() for _, _, w, _, _ in candidates})
             parts = self.parts
-            names += [(begin, end, "staff") for _, end, word, begin in candidates if word.casefold() in parts or word.casefold() in close]
+            names += [
+                (begin, end, "staff")
+                for _, end, word, begin, titled in candidates
+                # after a title, a part that is also a role's word is the name too ("SSN Ho", "NC HO"; not "Dr. Pang/HO/renal")
+                if word.casefold() in parts or word.casefold() in close or (titled and word.casefold() in self._role_parts)
+            ]
             widest = {}  # one span per name: a part found both alone and beside a role is one name
             for start, end, rule in sorted(names, key=lambda name: name[2] != "staff"):
                 widest[start, end] = rule
@@ -472,7 +489,7 @@ class StaffDirectory:
                 found.append((start, end, "staff"))
         return found
 
-    def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str, int]]) -> None:
+    def _anchored(self, text: str, start: int, end: int, key: str, kind: str, words: list[tuple[int, int, str, int, bool]]) -> None:
         """Add the word a title or a role stands beside: after "Dr", "RN", "Staff Nurse"; before
         "(MO)", "/reg", ", SN", " MO", "(resp MO)" (skipping the initials in "LIM KH (MO)")."""
         if kind == "title":
@@ -481,7 +498,7 @@ class StaffDirectory:
             initials = _TITLE_INITIALS.match(text, at) if at > end else None
             word = _NEXT_WORD.match(text, initials.end() if initials is not None else at) if at > end else None
             if word is not None:  # the name begins at its initials: "SN E Ng", "nurse l m koh"
-                words.append((word.start(), word.end(), word.group(), initials.start() if initials is not None else word.start()))
+                words.append((word.start(), word.end(), word.group(), initials.start() if initials is not None else word.start(), True))
             if key not in self._roles:
                 return
         before = _ROLE_GAP.search(text, max(0, start - 6), start)
@@ -493,11 +510,11 @@ class StaffDirectory:
             last = _LAST_TOKEN.search(text, max(0, before.start() - 40), before.start()) if before is not None else None
         if last is None:
             return
-        words.append((last.start(1), last.end(1), last.group(1), last.start(1)))
+        words.append((last.start(1), last.end(1), last.group(1), last.start(1), False))
         if self._are_initials(last.group(1), not text.isupper()):  # "Lim KH (MO)": the name is before the initials
             previous = _LAST_TOKEN.search(text, max(0, last.start() - 40), last.start())
             if previous is not None:
-                words.append((previous.start(1), previous.end(1), previous.group(1), previous.start(1)))
+                words.append((previous.start(1), previous.end(1), previous.group(1), previous.start(1), False))
 
     def _close(self, words: set[str]) -> set[str]:
         """The words within the edit-distance ratio of a directory part: one rapidfuzz call for the
@@ -545,6 +562,27 @@ class StaffDirectory:
             if "".join(lower[p] for p in at[k:]) in own and (k == 0 or lower[position - 1] in " \t."):
                 return position
         return start
+
+    def _beside_own_initials(self, lower: str, start: int, end: int, key: str) -> tuple[int, int] | None:
+        """The name a title's or a role's word is, with the initials of its entry's other parts
+        before or after it, two letters at least ("l p ho", "ho bk", "HO B.K."; not "ho at 0230"
+        for Ho Ah Teck: see _own): else None."""
+        own = {initials for initials in self.initials.get(key, ()) if len(initials) > 1}
+        if not own:
+            return None
+        before = _ANY_INITIALS_BEFORE.search(lower, start - 12 if start > 12 else 0, start)
+        if before is not None and self._own(before.group(), own):
+            return before.start(), end
+        after = _ANY_INITIALS_AFTER.match(lower, end)
+        if after is not None and self._own(after.group(1), own):
+            return start, start + len(lower[start : after.end(1)].rstrip())
+        return None
+
+    def _own(self, written: str, own: set[str]) -> bool:
+        """Whether `written` (lower case) is initials among `own`, and, written as one word
+        without periods, no word of a note ("at", "lp")."""
+        letters = "".join(c for c in written if c.isalpha())
+        return letters in own and (letters != written.strip() or letters not in self._abbreviations)
 
     def _are_initials(self, written: str, mixed: bool) -> bool:
         if "." in written:
