@@ -422,6 +422,7 @@ class StaffDirectory:
                     taken[start] = (end, key)
             elif self._after.match(lower, end) is not None:
                 names.append((start, end, "staff"))  # "Lee/ENT", "Lee (PT)", "LEE KH, resp"
+                taken[start] = (end, key)  # its entry's other parts beside it follow: "LAY SOON (CONS)"
             elif text[start].isupper() and self._initials(text, start, end, mixed) != (start, end):
                 names.append((start, end, "staff"))  # "Lim K.H.", "K.H. Lee", "Tan KH": initials show a person
             else:
