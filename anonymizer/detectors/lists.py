@@ -1,8 +1,8 @@
 """Known doctors, hospitals and places (seed 003, section 3.4), matched wherever they occur;
 a listed institution also without its suffix ("Calvert" of "Calvert Hospital": :func:`short_forms`)
 and a listed hospital by its initials ("TTSH" of "Tan Tock Seng Hospital": :func:`acronyms`; three
-initials only where a place is named: "f/u at CGH"; an unlisted one of four to six ending in H, or
-in MC, there too, if no word list holds it: "f/u at KTPH", "transferred from BIDMC"), however its
+initials only where a place is named: "f/u at CGH"; an unlisted one of three to six ending in H, or
+of four to six in MC, there too, if no word list holds it: "f/u at KTPH", "transferred from BIDMC"), however its
 punctuation is written ("St. Lukes", "Women's & Children's", "Bukit-Timah", "Angmokio":
 :func:`written_forms`).
 
@@ -75,10 +75,10 @@ _DANGLING = re.compile(r"(?:[\s,&]|\band\b|\bof\b)+\Z")  # what an institution's
 ACRONYM_SKIPS = frozenset({"of", "and", "the", "for", "&"})  # words that give an acronym no letter
 SHORT_ACRONYM = 3  # a hospital's acronym has at least these many initials
 ACRONYM_LENGTH = 4  # fewer initials are as often clinical abbreviations: taken only where a place is named (AcronymCues)
-# A hospital no list holds, by its initials: four to six letters ending in H(ospital) ("TTSH",
-# "NTFGH") or M(edical) C(entre) ("UMMC", "BIDMC"), taken only where a place is named and when no
-# word list holds it ("TRACH", "CVVH" stay).
-_HOSPITAL_ACRONYM = re.compile(r"(?<![\w/&])(?:[a-z]{3,5}h|[a-z]{2,4}mc)(?![\w/&])")
+# A hospital no list holds, by its initials: three to six letters ending in H(ospital) ("IMH",
+# "TTSH", "NTFGH") or four to six in M(edical) C(entre) ("UMMC", "BIDMC"), taken only where a place
+# is named and when no word list holds it ("TRACH", "CVVH", "OSH" stay).
+_HOSPITAL_ACRONYM = re.compile(r"(?<![\w/&])(?:[a-z]{2,5}h|[a-z]{2,4}mc)(?![\w/&])")
 SHORT = 2  # parts this short ("Ng", "Oh") are taken only next to a title or a role, and exactly
 CACHE_LIMIT = 200_000  # words whose comparison with the directory is remembered (then forgotten)
 # A word beside a title or a role: letters with inner apostrophes ("O'Brien", not the possessive
@@ -244,7 +244,7 @@ class ListDetector:
 
     def _unlisted_acronyms(self, text: str, lower: str) -> list[Span]:
         """Hospitals no list holds, by initials ending in H or MC, in capitals (in a note all in lower
-        case, as written) where a place is named ("f/u at TTSH", "TCU SOC ntfgh"); `text` is ASCII."""
+        case, as written) where a place is named ("f/u at TTSH", "TCU SOC ntfgh", "at IMH"); `text` is ASCII."""
         one_case: bool | None = None
         spans = []
         for match in _HOSPITAL_ACRONYM.finditer(lower):
