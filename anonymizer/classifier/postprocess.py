@@ -371,10 +371,11 @@ def _surname_before_predicate(tokens: Tokens, j: int, d: Dictionaries) -> bool:
     return lower in d.words["last"] or lower in chinese_name_parts()[0]
 
 
-def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
+def _surname_like(tokens: Tokens, j: int, d: Dictionaries, initialled: bool = False) -> bool:
     """Whether token j may continue a name already begun: letters, not common English, not a
     clinical word, a title, a cue or a verb form ("hui lay", "jun-min"; not "at", "checks", "hp"),
-    nor a ward's abbreviation unless Capitalised and listed as a name ("Neo")."""
+    nor a ward's abbreviation unless Capitalised and listed as a name ("Neo") or after two
+    initials (`initialled`: "K S NEO", "k s neo")."""
     word, lower = tokens.words[j], tokens.lowers[j]
     return (
         len(word) > 1
@@ -382,7 +383,7 @@ def _surname_like(tokens: Tokens, j: int, d: Dictionaries) -> bool:
         and lower not in NAME_END
         and lower not in CUES
         and not _common_as_written(word, lower, d)
-        and (lower not in d.words["med"] or _ward_word_as_name(word, lower))  # "S L Neo", not "on neo"
+        and (lower not in d.words["med"] or initialled or _ward_word_as_name(word, lower))  # "S L Neo", not "on neo"
         and lower not in titles()
         and not VERB_FORM.search(lower)
         and not _third_person(lower, d)
@@ -459,7 +460,9 @@ def _initials(tokens: Tokens, flagged: Sequence[str | None], j: int, d: Dictiona
             return []
         k += 1
     found = k < n and flagged[k] in NAME_CATEGORIES  # "husband s singh" with "singh" found already
-    if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not (found or _takes(flagged, k, added)) or not _surname_like(tokens, k, d):
+    if k == j or k >= n or tokens.gaps[k] not in (" ", ". ") or not (found or _takes(flagged, k, added)):
+        return []
+    if not _surname_like(tokens, k, d, initialled=k - j > 1):
         return []
     if words[j] in WORD_LETTERS and not (found or tokens.lowers[k] in name_words() or tokens.lowers[k] in surrogate_name_words()):
         return []
