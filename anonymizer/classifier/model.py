@@ -420,15 +420,21 @@ class SvmDetector:
 
         Besides what :meth:`__call__` finds note by note, a word the classifier flagged as a name
         with a score above the policy's ``propagate`` level in one note is flagged in
-        the patient's other notes too (rule "propagated")."""
+        the patient's other notes too (rule "propagated"), and so is a name a note says the patient
+        or a relative goes by (the record detector's rule "called"; rule "called_elsewhere")."""
         analyses = self.analyse_many(record, notes)
         level = self.postprocess.get("propagate")
         if level is None or len(analyses) < 2:
             return [a.spans for a in analyses]
         extra = postprocess.propagate([(a.tokens, a.flagged, a.scores) for a in analyses], float(level), self.extractor.dictionaries)
+        called = {text[s.start : s.end].casefold(): s.category for text, spans in notes for s in spans if s.rule == "called"}
+        spread = postprocess.spread_called([(text, a.tokens, a.flagged) for (text, _), a in zip(notes, analyses)], called) if called else []
         out = []
-        for a, add in zip(analyses, extra):
-            out.append(a.spans + [Span(a.tokens.starts[i], a.tokens.ends[i], cat, "svm", "propagated") for i, cat in sorted(add.items())])
+        for k, a in enumerate(analyses):
+            found = {i: (cat, "propagated") for i, cat in extra[k].items()}
+            for i, cat in spread[k].items() if spread else ():
+                found.setdefault(i, (cat, "called_elsewhere"))
+            out.append(a.spans + [Span(a.tokens.starts[i], a.tokens.ends[i], cat, "svm", rule) for i, (cat, rule) in sorted(found.items())])
         return out
 
 

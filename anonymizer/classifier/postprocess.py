@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import string
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import regex
 
 from anonymizer.classifier.eponyms import eponymous, load_eponyms
 from anonymizer.classifier.features import Dictionaries, Tokens, default_dictionaries
+from anonymizer.detectors import unit_after_number
 from anonymizer.detectors.honorifics import CONTRACTION, entries
 from anonymizer.resources import data_dir, read_word_list
 from anonymizer.vocabulary import (
@@ -707,4 +708,21 @@ def propagate(
             out.append({})
         else:
             out.append({i: words[w] for i, w in enumerate(tokens.lowers) if flagged[i] is None and w in words})
+    return out
+
+
+def spread_called(notes: Sequence[tuple[str, Tokens, Sequence[str | None]]], called: Mapping[str, str]) -> list[dict[int, str]]:
+    """Across one patient's notes: the names a note says the patient (or a relative) goes by
+    (`called`: word -> category, the record detector's rule "called": "Doris prefers to be
+    called Dottie") wherever else the notes write them as names, Capitalised or in a note of one
+    case, as that detector takes them within its note ("Dottie seen with wife"; not "a dot", nor
+    a unit after a number: "PR 110/MIN" for a patient called Min)."""
+    out = []
+    for text, tokens, flagged in notes:
+        uniform = text.isupper() or text.islower()
+        words, lowers = tokens.words, tokens.lowers
+        near = [] if called.keys().isdisjoint(lowers) else [i for i, lower in enumerate(lowers) if lower in called and flagged[i] is None]
+        out.append({
+            i: called[lowers[i]] for i in near if (uniform or words[i][0].isupper()) and not unit_after_number(text, tokens.starts[i])
+        })
     return out
