@@ -640,11 +640,11 @@ def test_recall_heuristics_on_fragments():
 
 
 def test_a_name_a_note_says_the_patient_goes_by_spreads_to_the_patients_other_notes():
-    notes = ["Doris prefers to be called Dottie.", "Dottie c/o pain 3/10. Dot on the map.", "PR 110/MIN", "dottie comfortable"]
+    notes = ["Doris prefers to be called Dottie.", "Dottie c/o pain 3/10. Dot on the map.", "PR 110/MIN, to ED", "dottie comfortable"]
     per_note = [(text, Tokens.of(text), [None] * len(Tokens.of(text))) for text in notes]
     per_note[0][2][per_note[0][1].words.index("Dottie")] = "PATIENT"  # which the record detector took after "called"
-    spread = postprocess.spread_called(per_note, {"dottie": "PATIENT", "min": "PATIENT"})
-    # Capitalised, or in a note of one case; not the flagged one itself, nor a unit after a number
+    spread = postprocess.spread_called(per_note, {"dottie": "PATIENT", "min": "PATIENT", "ed": "PATIENT"})
+    # Capitalised, or in a note of one case; not the flagged one itself, a unit after a number, two letters
     assert [{per_note[k][1].words[i]: cat for i, cat in found.items()} for k, found in enumerate(spread)] == [
         {}, {"Dottie": "PATIENT"}, {}, {"dottie": "PATIENT"}
     ]

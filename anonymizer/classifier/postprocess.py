@@ -715,14 +715,17 @@ def spread_called(notes: Sequence[tuple[str, Tokens, Sequence[str | None]]], cal
     """Across one patient's notes: the names a note says the patient (or a relative) goes by
     (`called`: word -> category, the record detector's rule "called": "Doris prefers to be
     called Dottie") wherever else the notes write them as names, Capitalised or in a note of one
-    case, as that detector takes them within its note ("Dottie seen with wife"; not "a dot", nor
-    a unit after a number: "PR 110/MIN" for a patient called Min)."""
+    case, as that detector takes them within its note, three letters at least ("Dottie seen with
+    wife"; not "a dot", nor in capitals in a mixed-case note, "to ED" for a patient called Ed, nor a
+    unit after a number, "PR 110/MIN")."""
     out = []
     for text, tokens, flagged in notes:
         uniform = text.isupper() or text.islower()
         words, lowers = tokens.words, tokens.lowers
         near = [] if called.keys().isdisjoint(lowers) else [i for i, lower in enumerate(lowers) if lower in called and flagged[i] is None]
         out.append({
-            i: called[lowers[i]] for i in near if (uniform or words[i][0].isupper()) and not unit_after_number(text, tokens.starts[i])
+            i: called[lowers[i]]
+            for i in near
+            if len(lowers[i]) > 2 and (uniform or words[i].istitle()) and not unit_after_number(text, tokens.starts[i])
         })
     return out
