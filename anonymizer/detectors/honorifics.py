@@ -344,9 +344,11 @@ class HonorificDetector:
             # whole word, which it ends ("in general. Will ...").
             abbreviation = title.isupper() and not all_caps
             dotted = match.group("dot") is not None and not honorific.word
-            # ... or a listed name Capitalised after it ("informed DR Low", not "MS Worsening")
-            listed = first is not None and titlecase(first.word) and first.word.casefold() in name_words()
-            strong = honorific.strong and (dotted or listed) if abbreviation else honorific.strong or dotted
+            if abbreviation:  # ... or a listed name Capitalised after it ("informed DR Low", not "MS Worsening")
+                listed = first is not None and titlecase(first.word) and first.word.casefold() in name_words()
+                strong = honorific.strong and (dotted or listed)
+            else:
+                strong = honorific.strong or dotted
             if abbreviation and first is not None and first.word.islower():
                 continue  # "MS worsening": after an abbreviation a name is not written in lower case
             end = self._name_end(first, tokens, honorific, strong, title, one_case)

@@ -571,9 +571,9 @@ class StaffDirectory:
         own = {initials for initials in self.initials.get(key, ()) if len(initials) > 1}
         if not own:
             return None
-        before = _ANY_INITIALS_BEFORE.search(lower, start - 12 if start > 12 else 0, start)
-        if before is not None and self._own(before.group(), own):
-            return before.start(), end
+        begin = self._own_initials(lower, start, end)
+        if begin < start and self._own(lower[begin:start], own):
+            return begin, end
         after = _ANY_INITIALS_AFTER.match(lower, end)
         if after is not None and self._own(after.group(1), own):
             return start, start + len(lower[start : after.end(1)].rstrip())
