@@ -80,9 +80,10 @@ def test_no_mark_repeats():
     text = "wife at bedside, wife and son at bedside from Calvert Hospital; Dr E Nessenson Nessenson 7/22/93 7/23"
     tokens = Tokens.of(text)
     rule_cats = ["DATE" if w.isdigit() else None for w in tokens.words]
-    at, names = extractor.slots(text, tokens, PatientRecord("p", names=("Mary Wife",)), rule_cats)["extra"]
-    assert len(at) == len(names) == len(set(zip(at, names))) > 0
-    assert ("cue:-wife" in names) and all(0 <= i < len(tokens) for i in at)
+    marks = extractor.slots(text, tokens, PatientRecord("p", names=("Mary Wife",)), rule_cats)["extra"]
+    pairs = [(i, feature) for feature, at in marks for i in at]
+    assert len(pairs) == len(set(pairs)) > 0
+    assert "cue:-wife" in {feature for feature, _ in marks} and all(0 <= i < len(tokens) for i, _ in pairs)
 
 
 def test_context_window_cues_and_lists_on_fragmented_text():

@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate, islice, repeat
@@ -313,12 +313,13 @@ def name_tokens(values: Iterable[str]) -> list[str]:
     return sorted({w.lower() for v in values for w in NAME_WORD.findall(v) if len(w) >= 2})
 
 
-def ratio_bands(lowers: Sequence[str], names: Sequence[str]) -> dict[str, str]:
-    """For each distinct word of at least two letters within ratio 0.5 of a name: its band of
-    min d / min(|n|, |w|) (seed 003's measure)."""
+def ratio_bands(lowers: Iterable[str], names: Sequence[str]) -> dict[str, str]:
+    """For each distinct word of letters within ratio 0.5 of a name: its band of min d /
+    min(|n|, |w|) (seed 003's measure).  A one-letter word is never within it (a name has two
+    letters or more, so d >= 1 = |w|)."""
     if not names:
         return {}
-    words = list({w for w in lowers if len(w) >= 2 and w.isalpha()})
+    words = list(filter(str.isalpha, set(lowers)))  # distinct
     if not words:
         return {}
     distances = process.cdist(words, names, scorer=Levenshtein.distance, dtype=np.int32)
@@ -367,7 +368,7 @@ Besides the groups, ``slots()["extra"]`` holds the features of the rarer kinds (
 bands, lists, gazetteers, the rules' neighbouring categories, cue words) as :data:`Marks`: about
 half of a note's tokens get one, in combinations too varied to be worth a key of their own, so
 the scorer adds each mark's weights directly."""
-Marks = tuple[list[int], list[str]]  # (token positions, feature names), one mark per pair
+Marks = list[tuple[str, Collection[int]]]  # (feature name, the positions of the tokens that have it)
 SLOTS: tuple[str, ...] = tuple(slot for slots in GROUPS.values() for slot in slots)
 EDGES = ("<s>", "</s>")  # a bigram's word beyond the note's start, and beyond its end
 
@@ -453,47 +454,36 @@ class FeatureExtractor:
         return out
 
     def _extra(self, tokens: Tokens, record: PatientRecord | None, rule_cats: Sequence[str | None] | None) -> Marks:
-        """The features of the rarer kinds, which only some tokens get, as marks: token i has
-        feature f for each i, f in zip(*marks).  No mark repeats: a feature is binary."""
+        """The features of the rarer kinds, which only some tokens get, as marks: each feature
+        with the positions of the tokens that have it.  No position repeats within a mark: a
+        feature is binary."""
         n = len(tokens)
         c = self.classes
         lowers = tokens.lowers
         words = set(lowers)
-        at: list[int] = []
-        names: list[str] = []
-
-        def mark(positions: Iterable[int], feature: str) -> None:
-            inside = [i for i in positions if 0 <= i < n]
-            at.extend(inside)
-            names.extend(repeat(feature, len(inside)))
-
+        marks: Marks = []
         for feature, covered in sorted(self.phrases.cover(lowers, words).items()):
-            mark(covered, feature)
+            marks.append((feature, covered))
             if feature.startswith("lists:"):  # a list entry marks its neighbours too
-                mark([i + 1 for i in covered], "lists:-1:" + feature[6:])
-                mark([i - 1 for i in covered], "lists:+1:" + feature[6:])
+                marks.append(("lists:-1:" + feature[6:], [i + 1 for i in covered if i + 1 < n]))
+                marks.append(("lists:+1:" + feature[6:], [i - 1 for i in covered if i > 0]))
         if "record" in c and record is not None:
             for kind, values in (("pt", record.names), ("rel", record.relatives)):
                 bands = self._record_bands(words, values)
+                by_band: dict[str, list[int]] = {}
                 for i in [i for i, w in enumerate(lowers) if w in bands] if bands else ():
-                    at.append(i)
-                    names.append(f"record:{kind}=" + bands[lowers[i]])
+                    by_band.setdefault(bands[lowers[i]], []).append(i)
+                marks += [(f"record:{kind}=" + band, at) for band, at in by_band.items()]
         if "rules" in c and rule_cats is not None:
-            flagged = [j for j, cat in enumerate(rule_cats) if cat is not None]
-            for j in flagged:  # the token itself, the one after it, the one before it
-                here, after, before = rule_features(rule_cats[j])
-                at.append(j)
-                names.append(here)
-                if j + 1 < n:
-                    at.append(j + 1)
-                    names.append(after)
-                if j > 0:
-                    at.append(j - 1)
-                    names.append(before)
-            for cat in sorted({rule_cats[j] for j in flagged}):
+            by_category: dict[str, list[int]] = {}
+            for j in [j for j, cat in enumerate(rule_cats) if cat is not None]:
+                by_category.setdefault(rule_cats[j], []).append(j)  # type: ignore[index]
+            for cat, at in sorted(by_category.items()):
+                here, after, before = rule_features(cat)  # the token itself, the one after it, the one before it
+                marks += [(here, at), (after, [j + 1 for j in at if j + 1 < n]), (before, [j - 1 for j in at if j > 0])]
                 # tokens with a token of this category within RULE_WINDOW, itself not counted
-                near = {i for j in flagged if rule_cats[j] == cat for i in range(j - RULE_WINDOW, j + RULE_WINDOW + 1) if i != j}
-                mark(near, "rules:near:" + cat)
+                near = {i for j in at for i in range(j - RULE_WINDOW, j + RULE_WINDOW + 1) if i != j}
+                marks.append(("rules:near:" + cat, [i for i in near if 0 <= i < n]))
         if "cue" in c and not words.isdisjoint(self.dictionaries.cues):
             cues = self._cue_features
             last: dict[str, int] = {}  # per cue word, its previous position: windows must not overlap
@@ -501,13 +491,9 @@ class FeatureExtractor:
                 after, before = cues[lowers[j]]
                 previous = last.get(lowers[j], -n)
                 last[lowers[j]] = j
-                following = range(max(j + 1, previous + 1 + CUE_WINDOW), min(n, j + 1 + CUE_WINDOW))
-                preceding = range(max(0, j - CUE_WINDOW, previous), j)
-                at.extend(following)
-                names.extend(repeat(after, len(following)))
-                at.extend(preceding)
-                names.extend(repeat(before, len(preceding)))
-        return at, names
+                marks.append((after, range(max(j + 1, previous + 1 + CUE_WINDOW), min(n, j + 1 + CUE_WINDOW))))
+                marks.append((before, range(max(0, j - CUE_WINDOW, previous), j)))
+        return marks
 
     def prime(self, record: PatientRecord | None, lowers: Iterable[str]) -> None:
         """Work out the record bands of several notes' words at once (the notes of one patient):
@@ -518,8 +504,8 @@ class FeatureExtractor:
                 self._record_bands(words, names)
 
     def _record_bands(self, words: set[str], names: Sequence[str]) -> dict[str, str]:
-        """:func:`ratio_bands` of the note's words, remembered across the notes of one record
-        (a patient's notes repeat their words; the run gives a patient's notes in a row)."""
+        """:func:`ratio_bands` of the note's words and of the words of the record's notes seen
+        before (a patient's notes repeat their words; the run gives a patient's notes in a row)."""
         if not names:
             return {}
         key = tuple(names)
@@ -531,9 +517,9 @@ class FeatureExtractor:
         seen, bands = known
         new = words - seen
         if new:
-            bands.update(ratio_bands(list(new), name_tokens(names)))
+            bands.update(ratio_bands(new, name_tokens(names)))
             seen |= new
-        return {w: bands[w] for w in bands.keys() & words}
+        return bands
 
     # -- features: what each key gives -------------------------------------------------------
 
@@ -616,13 +602,14 @@ class FeatureExtractor:
         tokens = tokens or Tokens.of(text)
         out: list[list[str]] = [[] for _ in range(len(tokens))]
         slots = self.slots(text, tokens, record, rule_cats)
-        at, names = slots.pop("extra", ((), ()))
+        marks = slots.pop("extra", [])
         if "window" in self.classes and slots:
             slots["pair"] = bigrams(slots["word"])
         for group, keys in slots.items():
             for slot, offset in GROUPS[group].items():
                 for feats, key in zip(out, keys[offset:]):
                     feats += self.slot_features(slot, key)
-        for i, feature in zip(at, names):
-            out[i].append(feature)
+        for feature, at in marks:
+            for i in at:
+                out[i].append(feature)
         return tokens, out

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain
 from pathlib import Path
 
 import numpy as np
@@ -318,16 +318,28 @@ class SvmDetector:
         return np.append(np.where(known, self._code_rows[at], 0), 0)
 
     def _add_marks(self, out: np.ndarray, marks: Sequence[Marks], sizes: Sequence[int]) -> None:
-        """Add to `out` the weights of each note's marks (features.Marks)."""
-        at = np.fromiter(chain.from_iterable(at for at, _ in marks), dtype=np.intp)
-        at += np.repeat(np.cumsum([0, *sizes[:-1]]), [len(at) for at, _ in marks])  # the note's first row
-        rows = np.fromiter(
-            map(self.model.index.get, chain.from_iterable(names for _, names in marks), repeat(-1)), dtype=np.intp, count=len(at)
-        )
-        known = rows >= 0
-        at, weights = at[known], self.model.matrix[rows[known]]
+        """Add to `out` the weights of each note's marks (features.Marks): one row of weights per
+        mark, spread over its positions."""
+        index = self.model.index
+        rows: list[int] = []
+        counts: list[int] = []  # per mark, its positions
+        at: list[int] = []  # the marks' positions, each note's from 0
+        totals: list[int] = []  # per note, its marks' positions
+        for note in marks:
+            before = len(at)
+            for feature, positions in note:
+                row = index.get(feature)
+                if row is not None and positions:
+                    rows.append(row)
+                    counts.append(len(positions))
+                    at += positions
+            totals.append(len(at) - before)
+        if not rows:
+            return
+        rows_at = np.array(at, dtype=np.intp) + np.repeat(list(accumulate(sizes[:-1], initial=0)), totals)  # rows of `out`
+        weights = self.model.matrix[np.repeat(rows, counts)]
         for k in range(out.shape[1]):
-            out[:, k] += np.bincount(at, weights[:, k], minlength=len(out))
+            out[:, k] += np.bincount(rows_at, weights[:, k], minlength=len(out))
 
     def score_tokens(
         self, text: str, record: PatientRecord | None, tokens: Tokens | None = None, rule_spans: Sequence[Span] = ()

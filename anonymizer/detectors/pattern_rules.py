@@ -138,25 +138,27 @@ class ContextException:
     def guards(self, rule_name: str, category: str) -> bool:
         return rule_name in self.applies_to or category in self.applies_to
 
-    def excuses(self, text: str, start: int, end: int) -> bool:
-        """Whether text[start:end] fits `match` and its context fits `before` or `after`.
 
-        Within the note's time budget: an exception's expression is data too.  The deadline is
-        checked once a call; a search whose work is provably small (see _exception) runs without
-        regex's clock, the others with the time left."""
-        left = remaining()
-        match_timed, before_timed, after_timed = self.timed
-        if self.match is not None and self.match.fullmatch(text, start, end, timeout=left if match_timed else None) is None:
-            return False
-        if self.before is None and self.after is None:
+def excused(exceptions: Sequence[ContextException], text: str, start: int, end: int) -> bool:
+    """Whether one of `exceptions` drops text[start:end]: its `match` fits the span and its
+    `before` or `after` the context around it (an exception with neither: the match alone).
+
+    Within the note's time budget: an exception's expression is data too.  The deadline is read
+    once a question (a rule has some twenty exceptions, each asked in a plain loop, no call each);
+    a search whose work is provably small (see _exception) runs without regex's clock, the others
+    with the time left."""
+    left = remaining()
+    for e in exceptions:
+        match_timed, before_timed, after_timed = e.timed
+        if e.match is not None and e.match.fullmatch(text, start, end, timeout=left if match_timed else None) is None:
+            continue
+        if e.before is None and e.after is None:
             return True
-        return bool(
-            (
-                self.before is not None
-                and self.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None)
-            )
-            or (self.after is not None and self.after.match(text, end, end + CONTEXT_WINDOW, timeout=left if after_timed else None))
-        )
+        if e.before is not None and e.before.search(text, max(0, start - CONTEXT_WINDOW), start, timeout=left if before_timed else None):
+            return True
+        if e.after is not None and e.after.match(text, end, end + CONTEXT_WINDOW, timeout=left if after_timed else None):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from anonymizer.budget import remaining
 from anonymizer.detectors.pattern_rules import (
     Precheck,
     Rule,
+    excused,
     load_rules,
 )
 from anonymizer.detectors.regex_analysis import (
@@ -135,7 +136,7 @@ class PatternDetector:
             if group is not None:
                 key = (start, end, group)
                 if key not in verdicts:
-                    verdicts[key] = any(e.excuses(text, start, end) for e in rule.exceptions)
+                    verdicts[key] = excused(rule.exceptions, text, start, end)
                 if verdicts[key]:
                     continue
             kept.append(Span(start, end, rule.category, self.name, rule.name))
@@ -166,5 +167,5 @@ class PatternDetector:
     def excused(self, text: str, start: int, end: int, category: str) -> bool:
         """Whether the context exceptions of `category` drop text[start:end] ("3/12 ago" is three
         months, "GCS 15/15" a score): the classifier's detections obey them as the rules' do."""
-        return any(e.excuses(text, start, end) for e in self._guards.get(category, ()))
+        return excused(self._guards.get(category, ()), text, start, end)
 
