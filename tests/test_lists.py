@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anonymizer.detectors.lists import ListDetector, acronyms, load_list_file
+from anonymizer.detectors.lists import _HOSPITAL_ACRONYM, ListDetector, _acronym_spans, acronyms, load_list_file
 from anonymizer.record import PatientRecord
 from anonymizer.spans import Span
 
@@ -142,3 +142,13 @@ def test_staff_spelling_variants_are_compared_once_per_run(monkeypatch):
     for _ in range(3):
         assert found(detector, "Reviewed by Chandrasekeran (MO).") == [("Chandrasekeran", "DOCTOR", "lists:staff")]
     assert calls == [["chandrasekeran"]]
+
+
+@given(st.text(alphabet="abhmcHMCABx /&1_-\n", max_size=40))
+def test_acronym_search_in_capitals_finds_what_the_lower_case_search_keeps(text: str) -> None:
+    """A note not all in lower case is searched for hospital acronyms in capitals only (RE2, with
+    the slash and "&" beside the word checked after): the same spans as the lower-cased search's
+    matches written in capitals."""
+    lower, one_case = text.lower(), text.islower()
+    expected = [m.span() for m in _HOSPITAL_ACRONYM.finditer(lower) if one_case or text[m.start() : m.end()].isupper()]
+    assert list(_acronym_spans(text, lower, one_case)) == expected
