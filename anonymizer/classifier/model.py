@@ -278,16 +278,17 @@ class SvmDetector:
             if group not in notes[0]:
                 continue  # its feature classes are off (the pair group comes with the word group)
             pad = len(notes[0][group]) - sizes[0]  # keys beyond the tokens (the edges), the same in every note
-            keys = list(chain.from_iterable(slots[group] for slots in notes))
             rows = self._rows[group]
             if len(rows) > CACHE_KEYS:  # keep memory flat on an endless vocabulary
                 self._reset(group)
                 rows = self._rows[group]
+            count = sum(len(slots[group]) for slots in notes)
             try:
-                ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
+                ids = np.fromiter(map(rows.get, chain.from_iterable(slots[group] for slots in notes)), dtype=np.intp, count=count)
             except TypeError:  # a key not cached yet (rows.get gave None)
+                keys = list(chain.from_iterable(slots[group] for slots in notes))
                 self._add(group, keys)
-                ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=len(keys))
+                ids = np.fromiter(map(rows.get, keys), dtype=np.intp, count=count)
             # token t of note j sits at t + j * pad in the stacked keys (plus the slot's offset)
             at = np.arange(total) + np.repeat(np.arange(len(notes)) * pad, sizes) if pad else np.arange(total)
             self._gather(out, group, ids, at)
