@@ -31,6 +31,19 @@ class PatientRecord:
     dates: tuple[dt.date, ...] = ()
     addresses: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        """A one-line error for a field of the wrong type (the API takes records built by hand):
+        a name given as a string, not a tuple of them, would be read letter by letter, and a date
+        of birth as a string never compared.  The message names the field, never its value."""
+        for field in FIELDS:
+            values = getattr(self, field)
+            if not isinstance(values, tuple):
+                raise TypeError(f"PatientRecord.{field} must be a tuple (got {type(values).__name__})")
+            kind = dt.date if field == "dates" else str
+            if not all(isinstance(value, kind) for value in values):
+                wrong = next(type(value).__name__ for value in values if not isinstance(value, kind))
+                raise TypeError(f"PatientRecord.{field} must hold {kind.__module__}.{kind.__name__} values (got {wrong})")
+
     def digest(self) -> str:
         """A stable hash of the record: kept in bookkeeping to notice changed records, never the values."""
         global _last_digest

@@ -101,6 +101,22 @@ def test_anonymize_patient_takes_notes_or_strings_and_refuses_another_patients_n
         rules_only.anonymize_patient(RECORD, [Note("n1", "2", "text")])
 
 
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"names": "William Tan"}, "PatientRecord.names must be a tuple (got str)"),
+        ({"relatives": ["Mary Tan"]}, "PatientRecord.relatives must be a tuple (got list)"),
+        ({"dates": ("1950-03-04",)}, "PatientRecord.dates must hold datetime.date values (got str)"),
+        ({"phones": (91234567,)}, "PatientRecord.phones must hold builtins.str values (got int)"),
+    ],
+)
+def test_a_record_field_of_the_wrong_type_is_a_one_line_error_without_its_value(fields, message):
+    with pytest.raises(TypeError) as error:
+        PatientRecord("p1", **fields)
+    assert str(error.value) == message
+    assert all(str(v) not in message for v in fields.values())
+
+
 def test_a_failed_note_raises_from_deidentify_and_is_a_result_from_anonymize_patient():
     deid = Deidentifier.default(detectors=DetectorsConfig(note_timeout=1e-9), classifier=NO_SVM)
     with pytest.raises(DeidentificationFailed) as info:
