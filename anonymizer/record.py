@@ -40,8 +40,8 @@ class PatientRecord:
             if not isinstance(values, tuple):
                 raise TypeError(f"PatientRecord.{field} must be a tuple (got {type(values).__name__})")
             kind = dt.date if field == "dates" else str
-            if not all(isinstance(value, kind) for value in values):
-                wrong = next(type(value).__name__ for value in values if not isinstance(value, kind))
+            wrong = next((type(value).__name__ for value in values if not isinstance(value, kind)), None)
+            if wrong is not None:
                 raise TypeError(f"PatientRecord.{field} must hold {kind.__module__}.{kind.__name__} values (got {wrong})")
 
     def digest(self) -> str:
