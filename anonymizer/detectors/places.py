@@ -80,6 +80,8 @@ AFTER_NUMBER = re.compile(r"[ \t]+\d{1,4}[A-Za-z]?\b(?![/.:]\d)")  # not a durat
 STREET_AFTER = re.compile(r"[ \t]+([a-z]+)(?![\w'’-])(?:[ \t]+(\d{1,4}[a-z]?)\b(?![/.:]\d))?")
 ADDRESS_WORD = re.compile(r"[ \t]+([a-z][a-z'’-]*|\d{1,4}[a-z]?)(?![\w#/.-])")  # a street's word or number after a block
 UNIVERSITY_WORD = re.compile(r"univ(?:ersity|\.)?(?![\w-])")
+# "U of M", as written: a university known by its state's initial (a number before "U" makes it units)
+UNIVERSITY_INITIAL = re.compile(r"\bU[ \t]+(?:of|OF)[ \t]+[A-Z](?![\w&'’-]|\.\w)")
 ADDRESS_VALUE = re.compile(r"[^\s;]+(?:[ \t]+[^\s;]+){0,9}")  # a labelled address's words, on its line
 BLOCK_WORDS = frozenset({"blk", "block"})
 STREET_WORDS = frozenset({"dr", "st", "ave", "rd"})  # "Commonwealth Dr" after a block number is a street
@@ -490,6 +492,9 @@ class PlaceDetector:
                 start = m.start() - len(before[-1]) if before else m.start()
                 if before and low[start : m.start()] in UNIVERSITY and _starts_word(low, start):
                     spans.append(Span(start, m.end(), "HOSPITAL", name, "university"))
+            for m in UNIVERSITY_INITIAL.finditer(text):
+                if not text[max(0, m.start() - 4) : m.start()].rstrip().endswith(tuple("0123456789")):
+                    spans.append(Span(m.start(), m.end(), "HOSPITAL", name, "university"))
             at = low.find("univ")
             while at > 0:  # "Ohio State University": the state's name read back from the word
                 if (m := UNIVERSITY_WORD.match(low, at)) is not None and low[at - 1] in " \t":
