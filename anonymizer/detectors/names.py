@@ -462,16 +462,21 @@ class RecordNames:
     def _join(self, text: str, matches: list[tuple[int, int, str]], flagged: list[bool]) -> list[Span]:
         """One span per run of flagged words joined only by spaces, initials' periods or connectors."""
         spans: list[Span] = []
-        current: list[int] | None = None
+        current: list[int] | None = None  # the run's start and end, and where its last word starts
+        held = 0  # where the run ended before its last word
         for (start, end, _), hit in zip(matches, flagged):
             if not hit:
                 continue
-            if current is not None and self._tokens.gap.fullmatch(text, current[1], start):
-                current[1] = end
+            if current is not None and (
+                self._tokens.gap.fullmatch(text, current[1], start)
+                # a connector's letter taken for an initial: "subramaniam s.o. ramesh"
+                or (current[1] - current[2] == 1 and self._tokens.gap.fullmatch(text, held, start))
+            ):
+                held, current[1:] = current[1], [end, start]
                 continue
             if current is not None:
                 spans.append(Span(current[0], current[1], self._category, "record", self._rule))
-            current = [start, end]
+            current = [start, end, start]
         if current is not None:
             spans.append(Span(current[0], current[1], self._category, "record", self._rule))
         return spans
