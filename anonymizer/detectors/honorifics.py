@@ -84,12 +84,12 @@ SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
 CLOSING_NAME = regex.compile(rf"{SPACE}*(?P<dash>-{{1,2}}|–)?{SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*")
 SIGNATURE_LENGTH = 160  # a longer line is no signing line
 # After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Imelda
-# d/o Quellmore") before "at" and a place, a comma, a semicolon, the line's end or a follow-up's
+# d/o Quellmore") before "at" (or "AT") and a place, a comma, a semicolon, the line's end or a follow-up's
 # interval ("TCU RAO 2/52"): the shortest such ("PAUL at Woodlands Polyclinic" is no name of four
 # words before the line's end).
 CARED_BY = regex.compile(
     rf"{SPACE}+(?P<name>{NAME_PART}(?:{SPACE}+{NAME_PART}){{0,3}}?)"
-    rf"(?={SPACE}+at{SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z)|{SPACE}+(?:in{SPACE}+)?\d{{1,2}}/(?:7|12|52)(?![\d/.-]))"
+    rf"(?={SPACE}+(?i:at){SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z)|{SPACE}+(?:(?i:in){SPACE}+)?\d{{1,2}}/(?:7|12|52)(?![\d/.-]))"
 )
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 UNLISTED_NAME = 4  # an unlisted name after a role in one case is this long ("hsb" is an abbreviation)
