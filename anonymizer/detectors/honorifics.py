@@ -187,7 +187,12 @@ class HonorificDetector:
         # A credential that is also a state's code ("MD") after a town is the state ("Towson, MD")
         self._places = places
         self._states = state_codes(places) if places is not None else frozenset()
-        signature = rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+)?(?:(?P<initial>[^\W\d_])\.{SPACE}*)?(?P<name>{NAME_WORD})"
+        # A connector of two letters or more may join the given name to the surname ("Anand s/o Pandian, MCR").
+        joins = alternation(c.casefold() for c in connectors if sum(ch.isalpha() for ch in c) > 1)
+        signature = (
+            rf"(?<![\w'’.-])(?:(?P<given>{NAME_WORD}){SPACE}+(?:(?i:{joins}){SPACE}+)?)?"
+            rf"(?:(?P<initial>[^\W\d_])\.{SPACE}*)?(?P<name>{NAME_WORD})"
+        )
         self._name_before_credential = regex.compile(rf"{signature}(?:{SPACE}*,{SPACE}*|{SPACE}+)\Z")
         # The surname first, then a comma and the initials: "Quellmore, J RN", "QUELLMORE, J.A., RN".
         self._surname_before_credential = regex.compile(
