@@ -718,7 +718,7 @@ class HonorificDetector:
             if previous_connector:
                 taken = True  # "binte Ali": a connector announces a name, common word or not
             elif not has_word:
-                taken = strong or self._looks_like_name(token, key, honorific, title, one_case)
+                taken = strong or self._looks_like_name(token, key, honorific, title, one_case, initialled=i > 0)
             elif _capitalised(token.word):
                 taken = True
             elif cased and token.word.isupper() and len(key) <= INITIALS and self._initials(key):
@@ -757,7 +757,9 @@ class HonorificDetector:
             return False
         return token.dotted or token.word.isupper() or key not in self._stop or opening
 
-    def _looks_like_name(self, token: Token, key: str, honorific: Honorific, title: str, one_case: bool = False) -> bool:
+    def _looks_like_name(
+        self, token: Token, key: str, honorific: Honorific, title: str, one_case: bool = False, initialled: bool = False
+    ) -> bool:
         """Whether the word after a weak title ("ms", "general"), or after a title in capitals in
         mixed-case text ("DR"), is a name rather than a noun: Capitalised after a Capitalised
         title ("Ms Low"), a name of the lists in the title's capitals ("DR LOW", "MS NG"), or
@@ -766,14 +768,16 @@ class HonorificDetector:
         after a role spelled out a name a list holds in any case ("CASEWORKER MIRIAM") or a word in
         no dictionary written in the role's case ("paged resident kaminski", "ATTENDING KAMINSKI");
         in a note all in one case, where case says nothing, such a word after a role's abbreviation
-        or a verb of contact too ("MD QUELLMORE NOTIFIED", "spoke with quellmore re plan")."""
+        or a verb of contact too ("MD QUELLMORE NOTIFIED", "spoke with quellmore re plan"), as
+        after a verb of contact a word in capitals after initials in capitals (`initialled`:
+        "informed J QUELLMORE re BP")."""
         if key in honorific.not_before:
             return False
         if honorific.role:  # "NP Calloway", "fellow Lindqvist"; never "NP CRACKLES", "Attending Rounds", "MD Lasix"
             if not self._unknown_word(key):
                 return False
             if honorific.cue:  # "Paged Lindqvist"; not "spoke with MDs"
-                return titlecase(token.word) or (one_case and self._one_case_name(key))
+                return titlecase(token.word) or ((one_case or initialled and token.word.isupper()) and self._one_case_name(key))
             # in one case only after a role spelled out: a name a list holds ("CASEWORKER MIRIAM",
             # "nurse jane"), or in the role's own case an unlisted name ("resident kaminski")
             if _capitalised(token.word):
