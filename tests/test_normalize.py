@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from anonymizer.cli import app
 from anonymizer.config import load_config
-from anonymizer.normalize import INVISIBLE, MAX_MARKS, normalize
+from anonymizer.normalize import INVISIBLE, MAX_MARKS, TYPOGRAPHIC, normalize
 from anonymizer.normalize import VERSION as VIEW_VERSION
 from anonymizer.pipeline import anonymize_patient, build_pipeline
 from anonymizer.record import Note, PatientRecord
@@ -92,8 +92,8 @@ def test_the_map_keeps_spans_inside_ordered_and_exact(text, data):
     n = len(view.text)
     assert not INVISIBLE.search(view.text)
     assert normalize(view.text).text == view.text  # the view is its own view
-    if view.at is None:
-        assert view.text == text
+    if view.at is None:  # one character for one: at most a typographic dash or quote made ASCII
+        assert view.text == text.translate(TYPOGRAPHIC)
         return
     stretches = [view.stretch(i) for i in range(n)]
     if n:
