@@ -154,6 +154,7 @@ class PlaceRules:
     codes_not_after_town: frozenset[str]  # state codes that are English words: not taken in lower case after a town
     not_places: frozenset[str]  # the abstract towns included
     abstract_towns: frozenset[str]  # "hope", "independence": a place only after a verb of moving or a stay
+    abbreviations: frozenset[str]  # towns' short forms ("jb", "kl"), counted as the towns they stand for
     min_population_after_moving: int
     compass_points: dict[str, str]  # "n" -> "north": an abbreviated point before a town after a cue
     states: dict[str, str]  # lower-case state name -> postal code
@@ -222,6 +223,7 @@ class PlaceRules:
             codes_not_after_town=_words(towns["codes_not_after_town"]),
             not_places=_words(towns["not_places"]) | _words(towns["abstract_towns"]),
             abstract_towns=_words(towns["abstract_towns"]),
+            abbreviations=frozenset(short for short, town in towns["abbreviations"].items() if town in places),
             min_population_after_moving=towns["min_population_after_moving"],
             compass_points={k.lower(): v.lower() for k, v in towns["compass_points"].items()},
             states=states,
@@ -588,7 +590,8 @@ class PlaceDetector:
             spans.append(Span(at, end, "LOCATION", self.name, "street"))
 
     def _bracketed_town(self, written: str, one_case: bool) -> bool:
-        """Whether the words alone in brackets are a town: Capitalised and no everyday word
+        """Whether the words alone in brackets are a town: a town's short form in capitals ("(JB)"),
+        Capitalised and no everyday word
         ("(Clementi)", "(Baltimore)"; not "(Reading)", "(Bell)"), or in a note of one case no
         English word but one the dictionary spells only Capitalised ("(jurong east)", "(perth)" in
         a lower-case note; not "(reading)"), and no ward or
@@ -597,6 +600,8 @@ class PlaceDetector:
         key = written.lower()
         if key not in self._towns:
             return False
+        if key in self._rules.abbreviations:  # "GP Dr Ng (JB)"; in a note of one case "(jb)"
+            return written.isupper() or one_case
         words = written.split()
         if len(words) > 1:
             return one_case or written.islower() or all(titlecase(w) for w in words)
@@ -1067,15 +1072,21 @@ class PlaceDetector:
         spans.append(Span(start, end, "LOCATION", self.name, "street"))
 
     def _cued_street(self, text: str, at: int, end: int, spans: list[Span]) -> None:
-        """The street whose type is at `at` in any case, with its number, when up to three words
-        before the type follow "in" or "at" and a cue of where someone lives or stays is on the
-        line before ("stayed at holland dr", "LIVES WITH SON IN ORCHARD ROAD", "home in boon lay mrt")."""
-        tokens = _tokens_before(text, at, 4)  # nearest first: the name's words, then "in" or "at"
+        """The street whose type is at `at` in any case, with its numbers, when up to three words
+        before the type follow "in" or "at" (and a house number) and a cue of where someone lives
+        or stays is on the line before ("stayed at holland dr", "LIVES WITH SON IN ORCHARD ROAD",
+        "home in boon lay mrt", "stays with daughter at 8731 park avenue")."""
+        tokens = _tokens_before(text, at, 5)  # nearest first: the name's words, a house number, then "in" or "at"
         words = 0
         for start, stop in tokens:
             word = text[start:stop].lower()
             if word in ("in", "at"):
                 break
+            if words and HOUSE_NUMBER.fullmatch(word) and words < len(tokens) - 1:
+                near = tokens[words + 1]
+                if text[near[0] : near[1]].lower() in ("in", "at"):
+                    words += 1  # the house number, read with the street's name
+                    continue
             if words == 3 or word in self._rules.stop_words or not word.replace("-", "").replace("'", "").isalpha():
                 return
             words += 1
