@@ -437,12 +437,15 @@ class PlaceDetector:
                     continue
                 if (caps or capitalised) and len(m[1]) >= self._rules.misspelled_min_length and self._misspelt_town(m[1]):
                     spans.append(Span(m.start(1), m.end(1), "LOCATION", name, "misspelled_town"))
-                elif (not one_case or len(m[1]) >= CAPITALS_PLACE) and (
+                    continue
+                # where case says nothing, a second such word goes with the first ("works in longone sabino,")
+                last = m.end(2) if one_case and m[2] in unknown and len(m[2]) >= CAPITALS_PLACE else m.end(1)
+                if (not one_case or len(m[1]) >= CAPITALS_PLACE) and (
                     # "was in wertingen on 3/2", or at a clause's end after a stay: "works in wertingen, contactable"
-                    ((caps or capitalised or WHEN_AFTER.match(low, m.end(1)) is not None) and self._after_moving(low, m))
-                    or (one_case and CLAUSE_END.match(low, m.end(1)) is not None and self._after(self._staying, low, m))
+                    ((caps or capitalised or WHEN_AFTER.match(low, last) is not None) and self._after_moving(low, m))
+                    or (one_case and CLAUSE_END.match(low, last) is not None and self._after(self._staying, low, m))
                 ):
-                    end = m.end(1) if one_case else self._capitalised_run(text, m.start(1))
+                    end = last if one_case else self._capitalised_run(text, m.start(1))
                     spans.append(Span(m.start(1), end, "LOCATION", name, "after_transfer"))
         if not caps and " the " in low:  # "transferred to the Brigham": Capitalised, after a verb of moving
             for m in self._cue_the.finditer(low):
