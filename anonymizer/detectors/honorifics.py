@@ -432,7 +432,8 @@ class HonorificDetector:
                 words = [w.rstrip(".").casefold() for w in line["name"].split()]
                 named = [w for w in words if len(w) > 1 and "/" not in w and w not in self._connectors]
                 alone = len(words) == 1 and titlecase(line["name"].rstrip(".")) and not plain_word(words[0], rank=None)
-                if named and not any(w in self._stop or w in self._titles for w in words) and (
+                # an initial is no stop word there ("A Nair, Alexandra Hospital")
+                if named and not any(len(w) > 1 and (w in self._stop or w in self._titles) for w in words) and (
                     alone or any(w in self._given or self._unknown_word(w) for w in named)
                 ):
                     spans.append(Span(line.start("name"), line.end("name"), "DOCTOR", self.name, "before_institution"))
