@@ -498,7 +498,7 @@ class PlaceDetector:
                 if before and low[start : m.start()] in UNIVERSITY and _starts_word(low, start):
                     spans.append(Span(start, m.end(), "HOSPITAL", name, "university"))
             for m in UNIVERSITY_INITIAL.finditer(text):
-                if not text[max(0, m.start() - 4) : m.start()].rstrip().endswith(tuple("0123456789")):
+                if not text[max(0, m.start() - 4) : m.start()].rstrip()[-1:].isdigit():
                     spans.append(Span(m.start(), m.end(), "HOSPITAL", name, "university"))
             at = low.find("univ")
             while at > 0:  # "Ohio State University": the state's name read back from the word
@@ -1081,13 +1081,13 @@ class PlaceDetector:
         "home in boon lay mrt", "stays with daughter at 8731 park avenue")."""
         tokens = _tokens_before(text, at, 5)  # nearest first: the name's words, a house number, then "in" or "at"
         words = 0
-        for start, stop in tokens:
+        for k, (start, stop) in enumerate(tokens):
             word = text[start:stop].lower()
             if word in ("in", "at"):
                 break
-            if words and HOUSE_NUMBER.fullmatch(word) and words < len(tokens) - 1:
-                near = tokens[words + 1]
-                if text[near[0] : near[1]].lower() in ("in", "at"):
+            if k and k + 1 < len(tokens) and HOUSE_NUMBER.fullmatch(word):
+                before = tokens[k + 1]
+                if text[before[0] : before[1]].lower() in ("in", "at"):
                     words += 1  # the house number, read with the street's name
                     continue
             if words == 3 or word in self._rules.stop_words or not word.replace("-", "").replace("'", "").isalpha():
