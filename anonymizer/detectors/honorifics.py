@@ -84,12 +84,12 @@ SIGNATURE_LINES = 2  # the note's last lines read for SIGNATURE_LINE
 CLOSING_NAME = regex.compile(rf"{SPACE}*(?P<dash>-{{1,2}}|–)?{SPACE}*(?P<given>{NAME_WORD})(?:{SPACE}+(?P<name>{NAME_WORD}))?{SPACE}*")
 SIGNATURE_LENGTH = 160  # a longer line is no signing line
 # After a care cue: a name of up to four words, initials or connectors ("z y brackenholt", "Imelda
-# d/o Quellmore") before "at" (or "AT") and a place, a comma, a semicolon, the line's end or a follow-up's
-# interval ("TCU RAO 2/52"): the shortest such ("PAUL at Woodlands Polyclinic" is no name of four
+# d/o Quellmore") before "at" (or "AT") and a place, a comma, a semicolon, the line's end, a bracket or a
+# follow-up's interval ("TCU RAO 2/52"): the shortest such ("PAUL at Woodlands Polyclinic" is no name of four
 # words before the line's end).
 CARED_BY = regex.compile(
     rf"{SPACE}+(?P<name>{NAME_PART}(?:{SPACE}+{NAME_PART}){{0,3}}?)"
-    rf"(?={SPACE}+(?i:at){SPACE}+(?!\d)|{SPACE}*[,;]|{SPACE}*(?:\n|\Z)|{SPACE}+(?:(?i:in){SPACE}+)?\d{{1,2}}/(?:7|12|52)(?![\d/.-]))"
+    rf"(?={SPACE}+(?i:at){SPACE}+(?!\d)|{SPACE}*[,;(]|{SPACE}*(?:\n|\Z)|{SPACE}+(?:(?i:in){SPACE}+)?\d{{1,2}}/(?:7|12|52)(?![\d/.-]))"
 )
 SPELLED_ROLE = 4  # a role this long is a word ("nurse", "caseworker"), not an abbreviation ("NP", "RN")
 UNLISTED_NAME = 4  # an unlisted name after a role in one case is this long ("hsb" is an abbreviation)
@@ -147,6 +147,7 @@ class HonorificDetector:
         care_cues: Iterable[str] = (),
         care_cues_capitalised: Iterable[str] = (),
         admission_words: Iterable[str] = (),
+        departments: Iterable[str] = (),
         name_abbreviations: Iterable[str] = (),
     ) -> None:
         self.name = "honorific"
@@ -263,6 +264,8 @@ class HonorificDetector:
         admissions = "|".join(re.escape(w.casefold()) for w in admission_words) or "(?!)"
         self._admission = re.compile(rf"(?<![\w/])(?:{admissions})(?![\w/])")
         self._name_abbreviations = frozenset(w.casefold() for w in name_abbreviations)  # "Mohd.": its period ends no name
+        # A department alone in brackets after who saw the patient ("seen by S G Quek (cardio)"), on the lower-cased note
+        self._department = regex.compile(rf"\({SPACE}*(?:{alternation(departments)}){SPACE}*\)") if departments else None
 
     @property
     def honorifics(self) -> tuple[Honorific, ...]:
@@ -316,6 +319,7 @@ class HonorificDetector:
             care_cues_capitalised=rules.get("care_cues_capitalised", ()),
             admission_words=rules.get("admission_words", ()),
             name_abbreviations=rules.get("name_abbreviations", ()),
+            departments=tomllib.loads((rules_dir / "lists.toml").read_text(encoding="utf-8"))["departments"],
         )
 
     def __call__(self, text: str, record: PatientRecord) -> list[Span]:
@@ -376,6 +380,8 @@ class HonorificDetector:
                 spans += self._initialled_signature(text, m.start(), single_case)
         if "(" in text:
             spans += self._names_after_role(text, low, single_case)
+            if self._department is not None and "by" in low:
+                spans += self._seen_by(text, low)
         if self._institution_end is not None:
             spans += self._signing_lines(text, low)
         spans += self._closing_name(text)
@@ -387,12 +393,26 @@ class HonorificDetector:
                 spans += self._cared_by(text, at + len(cue), capitalised and not any_case, category)
         return spans
 
+    def _seen_by(self, text: str, low: str) -> list[Span]:
+        """The clinician between "by" and a department alone in brackets, read as after a care cue
+        (_cared_by: "seen by S G QUEK (CARDIO)", "seen by shan jun (cardio)"; "seen by team
+        (ortho)" stays), category DOCTOR."""
+        spans = []
+        for m in self._department.finditer(low):  # type: ignore[union-attr]
+            by = low.rfind("by ", max(0, m.start() - VERB_WINDOW), m.start())
+            if by < 0 or (by and low[by - 1].isalnum()):
+                continue
+            found = self._cared_by(text, by + 2, False, "DOCTOR", "seen_by")
+            if found and not text[found[0].end : m.start()].strip():
+                spans += found
+        return spans
+
     def _admitted(self, low: str, at: int) -> bool:
         """Whether an admission word (rules/honorifics.toml) stands before `at` in its sentence."""
         start = max(low.rfind("\n", 0, at), low.rfind(". ", 0, at), low.rfind(";", 0, at)) + 1
         return self._admission.search(low, start, at) is not None
 
-    def _cared_by(self, text: str, at: int, capitalised: bool, category: str) -> list[Span]:
+    def _cared_by(self, text: str, at: int, capitalised: bool, category: str, rule: str = "care_cue") -> list[Span]:
         """The name after a care cue ending at `at` (rules/honorifics.toml's care_cues): up to
         four words, initials or connectors before "at" and a place, a comma or the line's end, no
         stop word, title or role among them nor an everyday word no name list holds, and one a
@@ -413,7 +433,7 @@ class HonorificDetector:
             if key in self._common and not listed:
                 return []
             named = named or listed or self._unknown_word(key)
-        return [Span(match.start("name"), match.end("name"), category, self.name, "care_cue")] if named else []
+        return [Span(match.start("name"), match.end("name"), category, self.name, rule)] if named else []
 
     def _signing_lines(self, text: str, low: str) -> list[Span]:
         """The name that signs a note on one of its last lines before a comma and an institution
