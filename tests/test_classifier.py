@@ -461,6 +461,7 @@ def test_a_chinese_given_names_syllables_go_with_the_surname_though_english_word
         ("stays with k t quellmore (brother) at home", {"quellmore": "PATIENT"}, {"k", "t"}),
         ("sick Oswin bin Quellmore (son) at home", {"Oswin": "RELATIVE", "Quellmore": "PATIENT"}, {"bin"}),
         ("Imran s/o Quellmore (son) to bring pt home", {"Quellmore": "PATIENT"}, {"Imran", "s", "o"}),
+        ("sick Nur Oswin bin Quellmore (son) at home", {"Quellmore": "PATIENT"}, {"Nur", "Oswin", "bin"}),  # a given name of two words
         ("contact with sick wife kim-min at home", {"kim": "RELATIVE"}, {"min"}),
         ("son-in-law david at bedside", {}, {"david"}),
         ("Oswin Quellmore (son)", {}, {"Oswin", "Quellmore"}),  # the kinship word ends the note

@@ -628,7 +628,7 @@ def _names_before(
     """Up to three names right before a bracketed kinship word on its line, with the initials and
     a connector before them: "Hank Smith (son)", "neo ling mei (brother)", "choo-leng (husband)",
     "quek hock soon (wife)",
-    "K H Rao (son)", "Jamal bin Salleh (son)", "Anand s/o Quellmore (son)"; a name found already
+    "K H Rao (son)", "Jamal bin Salleh (son)", "Nur Hakim bin Kamal (son)", "Anand s/o Quellmore (son)"; a name found already
     among them goes on the same ("l l khoo (brother)" where Khoo is the patient's surname too)."""
     if tokens.gaps[i].strip() != "(":
         return
@@ -661,6 +661,8 @@ def _names_before(
     if connector:
         first = j - connector
         if all(_takes(flagged, k, added) for k in range(first + 1, j + 1)) and _name_at(tokens, flagged, first, d, added):
+            if first >= 1 and tokens.gaps[first] == " " and _name_at(tokens, flagged, first - 1, d, added, strict=True):
+                first -= 1  # a given name of two words: "Nur Hakim bin Kamal (son)"
             for k in range(first, j + 1):
                 if _takes(flagged, k, added):
                     added[k] = category
